@@ -1,0 +1,57 @@
+# xdrl developer loop: `make train` and `make test` set everything up on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# CPU-only torch pin; set CONSTRAINTS= to bring your own torch (e.g. CUDA).
+CONSTRAINTS ?= constraints-cpu.txt
+EXTRAS ?= dev
+STAMP := $(VENV)/.xdrl-installed
+ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: install train test test-all test-slurm lint format bench slurm-start slurm-stop clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+## Run the default job (PPO on CartPole); pass overrides with ARGS="experiment=cartpole_ppo seed=1".
+train: install
+	$(BIN)/xdrl-train $(ARGS)
+
+## The test suite (slow training-quality and SLURM tests excluded).
+test: install
+	$(BIN)/python -m pytest -m "not slow and not slurm" $(PYTEST_ARGS)
+
+## SLURM tests against a local single-node cluster (needs root for apt-get).
+test-slurm: install
+	bash scripts/local-slurm.sh start
+	$(BIN)/python -m pytest -m slurm $(PYTEST_ARGS)
+
+## Everything, including slow training-quality runs.
+test-all: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check xdrl tests scripts
+	$(BIN)/ruff format --check xdrl tests scripts
+
+format: install
+	$(BIN)/ruff format xdrl tests scripts
+	$(BIN)/ruff check --fix xdrl tests scripts
+
+bench: install
+	$(BIN)/python scripts/bench.py $(ARGS)
+
+slurm-start:
+	bash scripts/local-slurm.sh start
+
+slurm-stop:
+	bash scripts/local-slurm.sh stop
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,1 @@
+"""xdrl: a Hydra launcher for reinforcement learning on TorchRL."""

@@ -1,0 +1,1 @@
+"""Algorithm builders: build(env, *, ...) -> AlgorithmParts; no training loop."""

@@ -1,0 +1,116 @@
+"""What every algorithm builder returns, and the network pieces they share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
+from torchrl.data import Categorical, OneHot
+from torchrl.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+
+from xdrl.errors import ConfigError
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
+
+
+@dataclass
+class AlgorithmParts:
+    """The pieces an algorithm contributes to a Trainer; the builder wires them.
+
+    Args:
+        policy: the module the collector runs (with exploration for off-policy methods).
+        eval_policy: the module evaluation runs (exploration type decides the action).
+        loss_module: a TorchRL ``LossModule``; its parameters are optimized.
+        optim_steps_per_batch: optimizer steps per epoch (``None``: until the sampler stops).
+        num_epochs: passes over each batch (Trainer ``num_epochs``).
+        hooks: ``(stage, hook)`` pairs registered in order; ``stage=None`` calls
+            ``hook.register(trainer)``.
+        modules: extra objects with ``state_dict`` saved in checkpoints, by name.
+        init_random_frames: collector frames taken with random actions before training.
+        loss_components: loss entries summed for the backward pass (None: every ``loss_*``).
+    """
+
+    policy: Any
+    eval_policy: Any
+    loss_module: Any
+    optim_steps_per_batch: int | None
+    num_epochs: int = 1
+    hooks: list[tuple[str | None, Any]] = field(default_factory=list)
+    modules: dict[str, Any] = field(default_factory=dict)
+    init_random_frames: int = 0
+    loss_components: Sequence[str] | None = None
+
+
+def activation_class(name: str) -> type[nn.Module]:
+    """The torch activation class for a config name."""
+    if name not in ACTIVATIONS:
+        raise ConfigError("algorithm.build.activation", f"must be one of {sorted(ACTIVATIONS)}, got {name!r}")
+    return ACTIVATIONS[name]
+
+
+def is_discrete(env) -> bool:
+    """Whether the env's action spec is discrete (categorical or one-hot)."""
+    return isinstance(env.action_spec, (Categorical, OneHot))
+
+
+def observation_dim(env) -> int:
+    """Flat size of the ``observation`` entry."""
+    return int(env.observation_spec["observation"].shape[-1])
+
+
+def require_discrete(env, algorithm: str) -> None:
+    """Fail before training when a discrete-only algorithm meets a continuous env."""
+    if not is_discrete(env):
+        raise ConfigError(
+            "algorithm",
+            f"{algorithm} needs a discrete action space but this env's actions are continuous "
+            f"({type(env.action_spec).__name__}); pick a continuous algorithm (ppo, a2c, sac, td3) "
+            "or a discrete env",
+        )
+
+
+def require_continuous(env, algorithm: str) -> None:
+    """Fail before training when a continuous-only algorithm meets a discrete env."""
+    if is_discrete(env):
+        raise ConfigError(
+            "algorithm",
+            f"{algorithm} needs a continuous (Box) action space but this env's actions are "
+            "discrete; pick a discrete algorithm (ppo, a2c, dqn) or a continuous env",
+        )
+
+
+def stochastic_actor(env, cells: Sequence[int], act: type[nn.Module], device: str) -> ProbabilisticActor:
+    """A categorical actor for discrete actions, a tanh-normal one for continuous actions."""
+    spec = env.action_spec_unbatched
+    obs_dim = observation_dim(env)
+    if is_discrete(env):
+        net = MLP(in_features=obs_dim, out_features=int(spec.space.n), num_cells=list(cells),
+                  activation_class=act, device=device)
+        module = TensorDictModule(net, in_keys=["observation"], out_keys=["logits"])
+        return ProbabilisticActor(module, in_keys=["logits"], spec=env.full_action_spec_unbatched,
+                                  distribution_class=torch.distributions.Categorical,
+                                  return_log_prob=True)
+    action_dim = int(spec.shape[-1])
+    net = nn.Sequential(
+        MLP(in_features=obs_dim, out_features=2 * action_dim, num_cells=list(cells),
+            activation_class=act, device=device),
+        NormalParamExtractor(),
+    )
+    module = TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"])
+    return ProbabilisticActor(
+        module, in_keys=["loc", "scale"], spec=env.full_action_spec_unbatched,
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": spec.space.low.to(device), "high": spec.space.high.to(device)},
+        return_log_prob=True,
+    )
+
+
+def state_value(env, cells: Sequence[int], act: type[nn.Module], device: str) -> ValueOperator:
+    """A state-value critic V(s)."""
+    net = MLP(in_features=observation_dim(env), out_features=1, num_cells=list(cells),
+              activation_class=act, device=device)
+    return ValueOperator(net, in_keys=["observation"])

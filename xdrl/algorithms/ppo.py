@@ -1,0 +1,85 @@
+"""PPO: TorchRL's ClipPPOLoss with GAE, minibatches drawn without replacement from each batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
+from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.value import GAE
+from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
+
+from xdrl.algorithms.common import AlgorithmParts, activation_class, state_value, stochastic_actor
+from xdrl.errors import ConfigError
+
+
+def minibatch_buffer(frames_per_batch: int, minibatch_size: int, key: str) -> ReplayBufferTrainer:
+    """A buffer holding one batch, sampled in minibatches without replacement (one epoch = one pass)."""
+    if minibatch_size < 1 or frames_per_batch % minibatch_size:
+        raise ConfigError(
+            key, f"{minibatch_size} must be positive and divide frames_per_batch={frames_per_batch}"
+        )
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(frames_per_batch),
+        sampler=SamplerWithoutReplacement(drop_last=True),
+        batch_size=minibatch_size,
+    )
+    return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
+
+
+def on_policy_hooks(loss_module, buffer: ReplayBufferTrainer, *, advantage_every_epoch: bool):
+    """GAE then buffer extend (per batch, or per epoch), and minibatch sampling."""
+    value_hook = ValueEstimatorHook(loss_module.value_estimator)
+    stage = "pre_epoch" if advantage_every_epoch else "batch_process"
+    return [
+        (stage, value_hook),
+        (stage, buffer.extend),
+        ("process_optim_batch", buffer.sample),
+    ]
+
+
+def build(
+    env,
+    *,
+    frames_per_batch: int,
+    device: str = "cpu",
+    actor_cells: Sequence[int] = (64, 64),
+    critic_cells: Sequence[int] = (64, 64),
+    activation: str = "tanh",
+    clip_epsilon: float = 0.2,
+    entropy_coef: float = 0.0,
+    critic_coef: float = 0.5,
+    normalize_advantage: bool = True,
+    gamma: float = 0.99,
+    lmbda: float = 0.95,
+    epochs: int = 10,
+    minibatch_size: int = 64,
+    advantage_every_epoch: bool = False,
+) -> AlgorithmParts:
+    """Build PPO for ``env`` (discrete or continuous actions).
+
+    Example:
+        >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
+    """
+    if epochs < 1:
+        raise ConfigError("algorithm.build.epochs", f"must be at least 1, got {epochs}")
+    act = activation_class(activation)
+    actor = stochastic_actor(env, actor_cells, act, device)
+    critic = state_value(env, critic_cells, act, device)
+    loss = ClipPPOLoss(
+        actor, critic, clip_epsilon=clip_epsilon, entropy_bonus=entropy_coef > 0,
+        entropy_coeff=entropy_coef if entropy_coef > 0 else None, critic_coeff=critic_coef,
+        loss_critic_type="l2", normalize_advantage=normalize_advantage,
+    )
+    loss.make_value_estimator(GAE, gamma=gamma, lmbda=lmbda, value_network=critic,
+                              average_gae=False, device=device)
+    buffer = minibatch_buffer(frames_per_batch, minibatch_size, "algorithm.build.minibatch_size")
+    return AlgorithmParts(
+        policy=actor,
+        eval_policy=actor,
+        loss_module=loss,
+        optim_steps_per_batch=frames_per_batch // minibatch_size,
+        num_epochs=epochs,
+        hooks=on_policy_hooks(loss, buffer, advantage_every_epoch=advantage_every_epoch),
+        modules={"replay_buffer": buffer},
+    )

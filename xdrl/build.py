@@ -1,0 +1,216 @@
+"""build_trainer(cfg): the one place that reads the whole config and wires a TorchRL Trainer."""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torchrl.collectors import Collector
+from torchrl.envs.utils import ExplorationType
+from torchrl.trainers import LRSchedulerHook, Trainer
+
+from xdrl.algorithms.common import AlgorithmParts
+from xdrl.envs import reward_weights_of
+from xdrl.errors import ConfigError
+from xdrl.loggers import log_config
+from xdrl.trainer_hooks.logging import (
+    LoggingEvaluationHookSet,
+    LoggingHookSet,
+    ProgressLineHook,
+    WandbFinishHook,
+    WandbFlushHook,
+)
+from xdrl.trainer_hooks.optimization import DetachedOptimizationStepper
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Run:
+    """A built run: the Trainer and what must be closed after it."""
+
+    trainer: Trainer
+    hook_set: LoggingHookSet
+    logger: Any
+    envs: list[Any] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Close the environments (collector, evaluation); safe to call twice."""
+        self.hook_set.close()
+        for env in self.envs:
+            if not env.is_closed:
+                env.close()
+        self.envs.clear()
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch before any network is built."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _positive(value: int, key: str, *, allow_zero: bool = False) -> int:
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = "zero or more" if allow_zero else "positive"
+        raise ConfigError(key, f"must be {bound}, got {value}")
+    return int(value)
+
+
+def _check_sizes(cfg: DictConfig) -> None:
+    _positive(cfg.total_frames, "total_frames")
+    _positive(cfg.frames_per_batch, "frames_per_batch")
+    if cfg.frames_per_batch % cfg.env.num_envs:
+        raise ConfigError(
+            "frames_per_batch",
+            f"{cfg.frames_per_batch} is not a multiple of env.num_envs={cfg.env.num_envs}",
+        )
+    if cfg.eval.enabled:
+        _positive(cfg.eval.interval_frames, "eval.interval_frames")
+        _positive(cfg.eval.episodes, "eval.episodes")
+        _positive(cfg.eval.max_steps, "eval.max_steps")
+
+
+def _instantiate(node: DictConfig, key: str, **kwargs: Any) -> Any:
+    """``hydra.utils.instantiate`` whose failures name the config key."""
+    try:
+        obj = instantiate(node)
+        return obj(**kwargs) if kwargs else obj
+    except ConfigError:
+        raise
+    except InstantiationException as err:
+        cause = err.__cause__ or err
+        if isinstance(cause, ConfigError):
+            raise cause from err
+        raise ConfigError(key, _first_line(cause)) from err
+    except TypeError as err:
+        raise ConfigError(key, f"{_first_line(err)} (check the keys under {key})") from err
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[-1] if text else type(err).__name__
+
+
+def build_algorithm(cfg: DictConfig, env: Any) -> AlgorithmParts:
+    """The algorithm's policy, loss and hooks for ``env``."""
+    log.info("Instantiating algorithm <%s>", cfg.algorithm.build._target_)
+    return _instantiate(cfg.algorithm.build, "algorithm.build", env=env,
+                        frames_per_batch=cfg.frames_per_batch, device=cfg.device)
+
+
+def build_logger(cfg: DictConfig) -> Any:
+    """The TorchRL logger of ``cfg.logging.logger`` (None for ``logging=none``)."""
+    if cfg.logging.logger is None:
+        return None
+    log.info("Instantiating logger <%s>", cfg.logging.logger._target_)
+    logger = _instantiate(cfg.logging.logger, "logging.logger")
+    log_config(logger, OmegaConf.to_container(cfg, resolve=True))
+    return logger
+
+
+def build_evaluation(cfg: DictConfig, env_factory: Any, parts: AlgorithmParts, logger: Any,
+                     envs: list[Any]) -> LoggingEvaluationHookSet | None:
+    """The evaluation hook set on its own env (one episode per evaluation env)."""
+    ev = cfg.eval
+    if not ev.enabled:
+        return None
+    eval_env = env_factory(num_envs=ev.episodes, seed=cfg.seed + 10_000, device=cfg.device,
+                           render=ev.render)
+    envs.append(eval_env)
+    return LoggingEvaluationHookSet(
+        policy=parts.eval_policy, environment=eval_env, group=cfg.logging.group,
+        interval_frames=ev.interval_frames, max_steps=ev.max_steps,
+        deterministic=ev.deterministic, non_deterministic=ev.stochastic, render=ev.render,
+        video_fps=ev.video_fps, reduce_stats=cfg.logging.reduce_stats, logger=logger,
+    )
+
+
+def _lr_schedule(cfg: DictConfig, optimizer: torch.optim.Optimizer) -> LRSchedulerHook | None:
+    schedule = cfg.algorithm.lr_schedule
+    if schedule == "constant":
+        return None
+    if schedule != "linear":
+        raise ConfigError("algorithm.lr_schedule", f"must be 'constant' or 'linear', got {schedule!r}")
+    batches = max(1, -(-cfg.total_frames // cfg.frames_per_batch))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: max(0.0, 1.0 - i / batches)
+    )
+    return LRSchedulerHook(scheduler, interval="batch")
+
+
+def build_trainer(cfg: DictConfig) -> Run:
+    """Turn the composed config into a ready-to-train TorchRL Trainer with xdrl's hooks."""
+    _check_sizes(cfg)
+    seed_everything(cfg.seed)
+    torch.set_num_threads(_positive(cfg.num_threads, "num_threads"))
+    envs: list[Any] = []
+
+    # Environment
+    log.info("Instantiating env <%s> x%d", cfg.env.id, cfg.env.num_envs)
+    env_factory = _instantiate(cfg.env, "env")
+    train_env = env_factory(seed=cfg.seed, device=cfg.device)
+    envs.append(train_env)
+
+    # Algorithm
+    parts = build_algorithm(cfg, train_env)
+
+    # Collector
+    collector = Collector(
+        train_env, parts.policy, frames_per_batch=cfg.frames_per_batch,
+        total_frames=cfg.total_frames, device=cfg.device,
+        init_random_frames=parts.init_random_frames, exploration_type=ExplorationType.RANDOM,
+    )
+
+    # Optimizer
+    optimizer = _instantiate(cfg.algorithm.optimizer, "algorithm.optimizer",
+                             params=parts.loss_module.parameters())
+
+    # Logger
+    logger = build_logger(cfg)
+
+    # Trainer
+    interactive = sys.stdout.isatty()
+    trainer = Trainer(
+        collector=collector, total_frames=cfg.total_frames, frame_skip=cfg.env.frame_skip,
+        optim_steps_per_batch=parts.optim_steps_per_batch, loss_module=parts.loss_module,
+        optimizer=optimizer,
+        optimization_stepper=DetachedOptimizationStepper(parts.loss_components),
+        logger=logger, clip_grad_norm=cfg.algorithm.max_grad_norm is not None,
+        clip_norm=cfg.algorithm.max_grad_norm, progress_bar=interactive,
+        num_epochs=parts.num_epochs, log_interval=0, auto_log_optim_steps=False,
+        save_trainer_interval=cfg.total_frames,
+    )
+
+    # Hooks: timers first, the algorithm's own, then xdrl's logging and evaluation
+    eval_set = build_evaluation(cfg, env_factory, parts, logger, envs)
+    hook_set = LoggingHookSet(
+        group=cfg.logging.group, frame_skip=cfg.env.frame_skip,
+        episode_reward_weights=reward_weights_of(train_env),
+        reduce_stats=cfg.logging.reduce_stats, eval_hook_set=eval_set,
+    )
+    hook_set.register(trainer)
+    for stage, hook in parts.hooks:
+        if stage is None:
+            hook.register(trainer)
+        else:
+            trainer.register_op(stage, hook)
+    for name, module in parts.modules.items():
+        trainer.register_module(name, module)
+    schedule = _lr_schedule(cfg, optimizer)
+    if schedule is not None:
+        schedule.register(trainer)
+    if not interactive:
+        ProgressLineHook(cfg.total_frames, interval_s=cfg.logging.progress_interval_s).register(trainer)
+    is_wandb = type(logger).__name__ == "WandbLogger"
+    WandbFlushHook(enabled=is_wandb).register(trainer)
+    WandbFinishHook(enabled=is_wandb).register(trainer)
+    return Run(trainer=trainer, hook_set=hook_set, logger=logger, envs=envs)

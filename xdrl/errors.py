@@ -1,0 +1,20 @@
+"""The one exception a bad configuration raises, so the CLI can print it as one line."""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot work, named by its config key.
+
+    Args:
+        key: the dotted config key at fault, e.g. ``"env.reward_weights"``.
+        message: what is wrong and how to fix it, in one sentence.
+
+    Example:
+        >>> raise ConfigError("env.id", "unknown id 'CartPol-v1'; did you mean 'CartPole-v1'?")
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        self.message = message

@@ -1,0 +1,154 @@
+"""TorchRL loggers, adjusted where they fall short for xdrl runs.
+
+- ``CSVLogger``: TorchRL's CSV logger writes videos as ``.pt`` tensors (its mp4 path needs
+  torchcodec); ours writes playable mp4 files through imageio.
+- ``WandbLogger``: TorchRL's W&B logger commits one history row per scalar and overwrites the
+  ``env`` config key; ours sends scalars with ``commit=False`` at ``step=collected frames`` so
+  ``WandbFlushHook`` commits one row per iteration, and resumes the same run id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+from torchrl.record.loggers import CSVLogger as _TorchRLCSVLogger
+from torchrl.record.loggers import Logger
+from torchrl.record.loggers.wandb import WandbLogger as _TorchRLWandbLogger
+
+from xdrl.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+class CSVLogger(_TorchRLCSVLogger):
+    """TorchRL's CSV logger with videos written as mp4 files (``videos/<name>_<step>.mp4``).
+
+    Args:
+        exp_name: folder name under ``log_dir``.
+        log_dir: root folder.
+        video_fps: default frames per second of videos.
+
+    Example:
+        >>> logger = CSVLogger("run", log_dir="outputs/logs")
+        >>> logger.log_scalar("train/agents/loss", 0.5, step=256)
+    """
+
+    def __init__(self, exp_name: str, log_dir: str | None = None, video_fps: int = 30) -> None:
+        super().__init__(exp_name=exp_name, log_dir=log_dir, video_format="pt", video_fps=video_fps)
+
+    def log_video(self, name: str, video: Tensor, step: int | None = None, **kwargs: Any) -> None:
+        """Write ``video`` ([N,] T, C, H, W, uint8) as an mp4 file."""
+        import imageio.v2 as imageio
+
+        fps = int(kwargs.get("fps", self.video_fps))
+        frames = video.reshape(-1, *video.shape[-3:]).permute(0, 2, 3, 1).cpu().numpy()
+        path = Path(self.experiment.log_dir) / "videos" / f"{name}_{step or 0}.mp4"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
+
+    def log_hparams(self, cfg: Mapping[str, Any]) -> None:
+        """Write the flattened config as ``hparams.txt``."""
+        path = Path(self.experiment.log_dir) / "hparams.txt"
+        path.write_text("".join(f"{k}: {v}\n" for k, v in flatten_config(cfg).items()))
+
+
+def stable_run_id(run_dir: str) -> str:
+    """A W&B run id derived from the run directory, so a requeued job resumes the same run."""
+    return hashlib.sha1(os.path.abspath(run_dir).encode()).hexdigest()[:16]
+
+
+class WandbLogger(_TorchRLWandbLogger):
+    """TorchRL's W&B logger, writing one history row per iteration and resuming by run dir.
+
+    Scalars go out uncommitted at ``step=collected frames``; ``WandbFlushHook`` commits the row
+    once per iteration. The run id defaults to a hash of ``save_dir`` with ``resume="allow"``, so a
+    requeued job continues the same run, and steps already logged are not written twice.
+
+    Args:
+        exp_name: run name.
+        save_dir: folder that receives ``wandb/``.
+        project, entity, group, tags: W&B run fields.
+        mode: ``online``, ``offline`` or ``disabled``; None lets ``WANDB_MODE`` decide.
+        id: run id; None derives it from ``save_dir``.
+        video_fps: default frames per second of videos.
+
+    Example:
+        >>> logger = WandbLogger("ppo_cartpole", save_dir="outputs/run", mode="offline")
+    """
+
+    def __init__(
+        self,
+        exp_name: str,
+        save_dir: str,
+        project: str = "xdrl",
+        entity: str | None = None,
+        group: str | None = None,
+        tags: Sequence[str] = (),
+        mode: str | None = None,
+        id: str | None = None,  # noqa: A002 - wandb's own argument name
+        video_fps: int = 30,
+    ) -> None:
+        if importlib.util.find_spec("wandb") is None:
+            raise ConfigError("logging", "logging=wandb needs wandb: pip install 'xdrl[wandb]'")
+        kwargs: dict[str, Any] = {"entity": entity, "group": group, "tags": list(tags)}
+        if mode is not None:
+            kwargs["mode"] = mode
+        os.makedirs(save_dir, exist_ok=True)
+        super().__init__(exp_name, save_dir=save_dir, project=project,
+                         id=id or stable_run_id(save_dir), video_fps=video_fps,
+                         log_env_packages=False, **kwargs)
+
+    def log_scalar(self, name: str, value: float, step: int | None = None,
+                   commit: bool = False, **_: Any) -> None:
+        """Add ``name`` to the row of ``step``; the row is committed by ``WandbFlushHook``."""
+        if step is not None:
+            self._step_registry["step"] = int(step)
+        self.experiment.log({name: value}, step=step, commit=commit)
+
+    def log_video(self, name: str, video: Tensor, **kwargs: Any) -> None:
+        """Add an mp4 video ([N,] T, C, H, W, uint8) to the row of ``step``."""
+        import wandb
+
+        step = kwargs.pop("step", None)
+        fps = kwargs.pop("fps", self.video_fps)
+        self.experiment.log({name: wandb.Video(video.cpu().numpy(), fps=fps, format="mp4")},
+                            step=step, commit=False)
+
+    def log_hparams(self, cfg: Mapping[str, Any]) -> None:
+        """Store the resolved config (nested) as the run's config."""
+        self.experiment.config.update(dict(cfg), allow_val_change=True)
+
+
+def flatten_config(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a/b": 1}``; lists become strings (TensorBoard hparams)."""
+    flat: dict[str, Any] = {}
+    for key, value in cfg.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten_config(value, prefix=f"{name}/"))
+        elif value is None or isinstance(value, (list, tuple)):
+            flat[name] = str(value)
+        else:
+            flat[name] = value
+    return flat
+
+
+def log_config(logger: Logger | None, cfg: Mapping[str, Any]) -> None:
+    """Record the resolved run config with the logger (nested for W&B, flat elsewhere)."""
+    if logger is None:
+        return
+    from torchrl.record.loggers import TensorboardLogger
+
+    if isinstance(logger, TensorboardLogger):
+        # TorchRL's log_hparams fails on nested configs; write them as flat text.
+        text = "\n".join(f"{k}: {v}" for k, v in flatten_config(cfg).items())
+        logger.experiment.add_text("config", f"```\n{text}\n```", global_step=0)
+        return
+    logger.log_hparams(cfg)

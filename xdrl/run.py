@@ -1,0 +1,118 @@
+"""One training run from a composed config: build, evaluate, train, summarize, clean up."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from xdrl.build import Run, build_trainer
+
+log = logging.getLogger(__name__)
+
+SUMMARY_FILE = "summary.json"
+
+
+def write_summary(run_dir: str, summary: dict[str, Any]) -> Path:
+    """Write ``summary.json`` atomically (temporary file, then rename)."""
+    path = Path(run_dir) / SUMMARY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _finish_wandb() -> None:
+    """Finish an active W&B run so no committed row is lost (crash, Ctrl-C, SIGTERM)."""
+    import sys
+
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        try:
+            wandb.run.log({}, commit=True)
+            wandb.finish()
+        except Exception:  # noqa: BLE001 - cleanup must never mask the run's own outcome
+            log.warning("wandb.finish() failed", exc_info=True)
+
+
+def _last_eval_metrics(run_: Run) -> dict[str, float]:
+    """The metrics of the latest evaluation, all subgroups merged."""
+    eval_set = run_.hook_set.eval_hook_set
+    metrics: dict[str, float] = {}
+    for hook in eval_set.hooks if eval_set is not None else []:
+        metrics.update(getattr(hook, "last_metrics", None) or {})
+    return metrics
+
+
+class _StopRequest:
+    """SIGTERM/SIGUSR2: let the current iteration finish, then stop (and checkpoint)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.signal: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopRequest:
+        for sig in (signal.SIGTERM, signal.SIGUSR2):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.signal = signal.Signals(signum).name
+        log.warning("%s received: stopping after this iteration", self.signal)
+        self.run.trainer.request_stop(self.signal)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def run(cfg: DictConfig) -> float | None:
+    """Train the run ``cfg`` describes and return ``cfg.objective`` from the final metrics."""
+    start = time.perf_counter()
+    run_ = build_trainer(cfg)
+    trainer = run_.trainer
+    status = "failed"
+    eval_metrics: dict[str, float] = {}
+    try:
+        with _StopRequest(run_) as stop:
+            if cfg.eval.enabled and cfg.eval.before_training and trainer.collected_frames == 0:
+                run_.hook_set.run_pre_eval()
+            train_start = time.perf_counter()
+            trainer.train()
+            train_time = time.perf_counter() - train_start
+        status = "stopped" if stop.signal else "completed"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        eval_metrics = _last_eval_metrics(run_)
+        frames = int(trainer.collected_frames)
+        wall = time.perf_counter() - start
+        summary = {
+            "status": status,
+            "total_frames": frames,
+            "wall_time_s": round(wall, 3),
+            "frames_per_second": round(frames / wall, 1) if wall > 0 else None,
+            "seed": cfg.seed,
+            "env": cfg.env.id,
+            "algorithm": cfg.algorithm.build._target_.rsplit(".", 2)[-2],
+            "eval": eval_metrics,
+        }
+        if status in ("completed", "stopped"):
+            summary["train_time_s"] = round(train_time, 3)
+        path = write_summary(cfg.run_dir, summary)
+        log.info("Wrote %s (%s, %d frames, %.1f s)", path, status, frames, wall)
+        run_.close()
+        _finish_wandb()
+    objective = eval_metrics.get(cfg.objective)
+    if eval_metrics:
+        log.info("Final evaluation: %s", json.dumps(eval_metrics, sort_keys=True))
+    return float(objective) if objective is not None else None

@@ -1,0 +1,1 @@
+"""Hooks attached to torchrl.trainers.Trainer."""

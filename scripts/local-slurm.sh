@@ -230,15 +230,13 @@ detect_hardware() {
     fi
 }
 
-write_configs() {
-    detect_hardware
+# slurm.conf on stdout; needs detect_hardware first.
+render_slurm_conf() {
     # A little below what slurmd reports, or slurmd marks the node invalid
     # when the kernel's free memory view moves.
     local real_mem=$((MEM_MB * 95 / 100))
     local def_mem=$((real_mem / CPUS < 2048 ? real_mem / CPUS : 2048))
-    SLURM_CONF_CHANGED=0
-
-    write_if_changed "$SLURM_CONF" 0644 root:root <<EOF && SLURM_CONF_CHANGED=1 || true
+    cat <<EOF
 $MARKER -- regenerated on every start.
 ClusterName=$CLUSTER
 SlurmctldHost=$HOST(127.0.0.1)
@@ -287,14 +285,11 @@ JobCompType=jobcomp/none
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS Sockets=$SOCKETS CoresPerSocket=$CORES ThreadsPerCore=$THREADS RealMemory=$real_mem State=UNKNOWN
 PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 EOF
+}
 
-    # Keep the database password across runs; make one up the first time.
-    local pass=""
-    [[ -f $SLURMDBD_CONF ]] && pass=$(sed -n 's/^StoragePass=//p' "$SLURMDBD_CONF" | head -n1)
-    [[ -n $pass ]] || pass=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-    DB_PASS=$pass
-
-    write_if_changed "$SLURMDBD_CONF" 0600 slurm:slurm <<EOF || true
+# slurmdbd.conf on stdout; needs DB_PASS.
+render_slurmdbd_conf() {
+    cat <<EOF
 $MARKER -- regenerated on every start.
 AuthType=auth/munge
 DbdHost=$HOST
@@ -310,6 +305,24 @@ StorageLoc=$DB_NAME
 StorageUser=$DB_USER
 StoragePass=$DB_PASS
 EOF
+}
+
+write_configs() {
+    detect_hardware
+    SLURM_CONF_CHANGED=0
+    if render_slurm_conf | write_if_changed "$SLURM_CONF" 0644 root:root; then
+        SLURM_CONF_CHANGED=1
+    fi
+
+    # Keep the database password across runs; make one up the first time.
+    DB_PASS=""
+    if [[ -f $SLURMDBD_CONF ]]; then
+        DB_PASS=$(sed -n 's/^StoragePass=//p' "$SLURMDBD_CONF" | head -n1)
+    fi
+    if [[ -z $DB_PASS ]]; then
+        DB_PASS=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    fi
+    render_slurmdbd_conf | write_if_changed "$SLURMDBD_CONF" 0600 slurm:slurm || true
 }
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,96 @@
+"""End-to-end: the installed ``xdrl-train`` console script, as a subprocess."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SMALL, read_scalars, read_summary, run_cli
+
+
+def _run_dir(cwd: Path) -> Path:
+    (summary,) = cwd.glob("outputs/*/*/summary.json")
+    return summary.parent
+
+
+def test_default_job_writes_config_logs_and_summary(tmp_path: Path) -> None:
+    result = run_cli(SMALL, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = _run_dir(tmp_path)
+    assert (run_dir / ".hydra" / "config.yaml").is_file()
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed"
+    assert summary["total_frames"] == 512
+    assert summary["frames_per_second"] > 0
+    assert "eval/deterministic/reward/episode_reward_mean" in summary["eval"]
+    scalars = read_scalars(run_dir / "logs")
+    assert [s for s, _ in scalars["counters/total_frames"]] == [256, 512]
+    assert [v for _, v in scalars["counters/total_frames"]] == [256, 512]
+    for key in ("collection/agents/reward/reward_mean", "train/agents/loss_objective",
+                "timers/fps", "eval/deterministic/reward/episode_reward_mean"):
+        assert key in scalars, sorted(scalars)
+    # evaluated before training (step 0) and at the end (512)
+    eval_steps = [s for s, _ in scalars["eval/deterministic/reward/episode_reward_mean"]]
+    assert eval_steps[0] == 0 and eval_steps[-1] == 512
+
+
+def test_continuous_env_trains_with_the_same_algorithm_file(tmp_path: Path) -> None:
+    result = run_cli([*SMALL, "env=pendulum", "logging=none"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert read_summary(_run_dir(tmp_path))["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("env.id=CartPol-v1", "env.id"),
+        ("eval.interval_frames=-5", "eval.interval_frames"),
+        ("frames_per_batch=250", "frames_per_batch"),
+        ("algorithm.build.minibatch_size=100", "algorithm.build.minibatch_size"),
+        ("+algorithm.build.clip_epsilo=0.1", "algorithm.build"),
+    ],
+)
+def test_bad_config_stops_before_training_with_one_line(tmp_path: Path, override: str,
+                                                       key: str) -> None:
+    result = run_cli([*SMALL, override], cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"xdrl-train: config error: {key}")
+    assert not list(tmp_path.glob("outputs/*/*/logs/*/scalars/counters"))
+
+
+def test_unknown_env_suggests_the_close_id(tmp_path: Path) -> None:
+    result = run_cli(["env.id=CartPol-v1"], cwd=tmp_path, timeout=120)
+    assert "did you mean 'CartPole-v1'" in result.stderr
+
+
+def test_misspelt_key_is_rejected_by_hydra_without_a_traceback(tmp_path: Path) -> None:
+    result = run_cli(["total_frame=100"], cwd=tmp_path, timeout=60)
+    assert result.returncode != 0
+    assert "total_frame" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--help", "--cfg=job", "--info"])
+def test_fast_startup_commands(flag: str, tmp_path: Path) -> None:
+    start = time.perf_counter()
+    result = run_cli([flag], cwd=tmp_path, timeout=60)
+    elapsed = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr
+    assert "env" in result.stdout
+    assert elapsed < 5  # the README's figure is measured by scripts/bench_startup.py; this guards imports
+
+
+def test_help_does_not_import_heavy_libraries() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, xdrl.cli; "
+        "print(sorted(m for m in ('torch', 'torchrl', 'wandb') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,219 @@
+"""Progress reporting: values for TorchRL's tqdm bar, and plain lines for non-terminals."""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.trainers.trainers import Trainer, TrainerHookBase
+
+from ._common import (
+    DEFAULT_DONE_KEY,
+    DEFAULT_EPISODE_REWARD_KEY,
+    PROGRESS_PREFIX,
+    _collector_mask,
+    _flatten_steps,
+    _prepare_episode_reward,
+    _scalarize_last_dim,
+)
+from .counters import LoggingCountersHook
+
+PROGRESS_TOTAL_FRAMES_KEY = f"{PROGRESS_PREFIX}/total_frames"
+
+
+class LoggingProgressMetricsHook(TrainerHookBase):
+    """Emit a compact progress-bar view for reward and frame counters.
+
+    Returns ``progress/<group>/episode_reward`` (mean return of the episodes that ended in the
+    latest batch that had any; carried over otherwise, absent before the first one) and
+    ``progress/total_frames`` with ``"log_pbar": True``, so TorchRL's tqdm bar shows them.
+    Register it after ``counters_hook`` at the same stage.
+
+    Args:
+        group: metric group of the reward key.
+        counters_hook: the counters hook whose ``total_frames`` is reported.
+        reward_key: cumulative episode reward; None means ``("next", "episode_reward")``.
+        episode_reward_weights: scalarization weights for a vector episode reward; a vector
+            reward without weights is not shown.
+        done_key: end-of-episode flag.
+
+    Example:
+        >>> counters = LoggingCountersHook()
+        >>> progress = LoggingProgressMetricsHook(group="agents", counters_hook=counters)
+        >>> counters.register(trainer)
+        >>> progress.register(trainer)  # pre_steps_log, name "logging_progress_metrics"
+    """
+
+    def __init__(
+        self,
+        *,
+        group: str,
+        counters_hook: LoggingCountersHook,
+        reward_key: tuple[str, ...] | None = None,
+        episode_reward_weights: Sequence[float] | None = None,
+        done_key: tuple[str, ...] = DEFAULT_DONE_KEY,
+    ) -> None:
+        self.group = group
+        self.counters_hook = counters_hook
+        self.reward_key = reward_key
+        self.episode_reward_weights = episode_reward_weights
+        self.done_key = done_key
+        self.last_episode_reward: float | None = None
+        self.reward_name = f"{PROGRESS_PREFIX}/{group}/episode_reward"
+
+    def __call__(self, batch: TensorDictBase) -> dict[str, float | bool]:
+        reward = self._mean_return(batch)
+        if reward is not None:
+            self.last_episode_reward = reward
+        out: dict[str, float | bool] = {
+            PROGRESS_TOTAL_FRAMES_KEY: self.counters_hook.total_frames,
+            "log_pbar": True,
+        }
+        if self.last_episode_reward is not None:
+            out[self.reward_name] = self.last_episode_reward
+        return out
+
+    def _mean_return(self, batch: TensorDictBase) -> float | None:
+        mask = _collector_mask(batch)
+        done = _flatten_steps(batch, self.done_key, mask)
+        value = _flatten_steps(batch, self.reward_key or DEFAULT_EPISODE_REWARD_KEY, mask)
+        if done is None or value is None:
+            return None
+        returns = _prepare_episode_reward(
+            value, done.reshape(done.shape[0], -1).any(-1), weights=None
+        )
+        if returns.numel() == 0:
+            return None
+        if returns.ndim > 1:
+            if self.episode_reward_weights is None:
+                return None
+            returns = _scalarize_last_dim(returns, self.episode_reward_weights)
+        return float(returns.to(torch.float32).mean().item())
+
+    def _register_ops(self, trainer: Trainer) -> None:
+        trainer.register_op("pre_steps_log", self)
+
+    def register(self, trainer: Trainer, name: str = "logging_progress_metrics") -> None:
+        self._register_ops(trainer)
+        trainer.register_module(name, self)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_episode_reward": self.last_episode_reward}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.last_episode_reward = state_dict.get("last_episode_reward")
+
+
+def _clock(seconds: float) -> str:
+    """Seconds as H:MM:SS."""
+    return str(datetime.timedelta(seconds=int(max(seconds, 0.0))))
+
+
+class ProgressLineHook(TrainerHookBase):
+    """Plain progress lines for logs and batch jobs, where a tqdm bar is unreadable.
+
+    Prints one line every ``interval_s`` seconds (checked after each iteration) and one when
+    training ends: frames done/total, percent, frames per second, last episode reward,
+    elapsed time and ETA. Register it when stdout is not a terminal and build the Trainer
+    with ``progress_bar=False``.
+
+    Args:
+        total_frames: frame budget of the run (the Trainer's ``total_frames``).
+        interval_s: seconds between lines.
+        stream: text stream to print to; None means the current ``sys.stdout``.
+        progress_hook: where the last episode reward is read from (optional).
+
+    Example:
+        >>> line = ProgressLineHook(total_frames=100_000, progress_hook=hooks.progress_hook)
+        >>> line.register(trainer)  # setup, post_steps_log, shutdown
+        progress: 12,288/100,000 frames (12.3%) | 2,345 fps | episode_reward 21.50 | ...
+    """
+
+    def __init__(
+        self,
+        total_frames: int,
+        interval_s: float = 30.0,
+        stream: TextIO | None = None,
+        *,
+        progress_hook: LoggingProgressMetricsHook | None = None,
+    ) -> None:
+        self.total_frames = int(total_frames)
+        self.interval_s = float(interval_s)
+        self.stream = stream
+        self.progress_hook = progress_hook
+        self.trainer: Trainer | None = None
+        self._start_time: float | None = None
+        self._start_frames = 0
+        self._last_print = 0.0
+        self._last_printed_frames = -1
+
+    def _frames(self) -> int:
+        return int(self.trainer.collected_frames) if self.trainer is not None else 0
+
+    def _start(self) -> None:
+        self._start_time = self._last_print = time.perf_counter()
+        self._start_frames = self._frames()
+
+    def __call__(self, *_args: Any) -> None:
+        if self._start_time is None:
+            self._start()
+            return
+        now = time.perf_counter()
+        if now - self._last_print >= self.interval_s:
+            self._print(now)
+
+    def _finish(self) -> None:
+        if self._start_time is None:
+            self._start()
+        if self._frames() != self._last_printed_frames:
+            self._print(time.perf_counter())
+
+    def _print(self, now: float) -> None:
+        frames = self._frames()
+        self._last_print, self._last_printed_frames = now, frames
+        stream = self.stream if self.stream is not None else sys.stdout
+        print(self.format_line(frames, now - (self._start_time or now)), file=stream, flush=True)
+
+    def format_line(self, frames: int, elapsed: float) -> str:
+        """The progress line for ``frames`` collected after ``elapsed`` seconds."""
+        done = frames - self._start_frames
+        fps = done / elapsed if elapsed > 0 else 0.0
+        total = max(self.total_frames, 1)
+        remaining = max(self.total_frames - frames, 0)
+        eta = _clock(remaining / fps) if fps > 0 else "?"
+        parts = [
+            f"progress: {frames:,}/{self.total_frames:,} frames ({100.0 * frames / total:.1f}%)",
+            f"{fps:,.0f} fps",
+        ]
+        reward = self._last_reward()
+        if reward is not None:
+            parts.append(f"episode_reward {reward:.2f}")
+        parts += [f"elapsed {_clock(elapsed)}", f"eta {eta}"]
+        return " | ".join(parts)
+
+    def _last_reward(self) -> float | None:
+        if self.progress_hook is not None:
+            return self.progress_hook.last_episode_reward
+        history = getattr(self.trainer, "_log_dict", {})
+        for key, values in history.items():
+            if key.startswith(PROGRESS_PREFIX) and key.endswith("/episode_reward") and values:
+                return float(values[-1])
+        return None
+
+    def register(self, trainer: Trainer, name: str = "logging_progress_line") -> None:
+        self.trainer = trainer
+        trainer.register_op("setup", self._start)
+        trainer.register_op("post_steps_log", self)
+        trainer.register_op("shutdown", self._finish)
+        trainer.register_module(name, self)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        del state_dict

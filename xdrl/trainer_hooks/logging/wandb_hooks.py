@@ -1,0 +1,134 @@
+"""Weights & Biases hooks: commit one history row per iteration, finish the run at shutdown."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from torchrl.trainers.trainers import Trainer, TrainerHookBase
+
+log = logging.getLogger(__name__)
+
+
+def _is_wandb_logger(logger: Any) -> bool:
+    try:
+        from torchrl.record.loggers.wandb import WandbLogger
+    except ImportError:  # pragma: no cover - torchrl always ships the module
+        return False
+    return isinstance(logger, WandbLogger)
+
+
+class WandbFlushHook(TrainerHookBase):
+    """Flush pending W&B scalar rows emitted through TorchRL's scalar logger.
+
+    The xdrl W&B logger logs every scalar of an iteration with ``commit=False`` at
+    ``step=collected_frames``; this hook commits that row once per iteration (register it
+    last at ``post_steps_log``) and at ``shutdown``, so metrics appear while a long job
+    runs. It commits only when something was logged since the last flush and does nothing
+    when the trainer's logger is not a W&B logger (or is None).
+
+    Args:
+        enabled: False turns the hook into a no-op.
+
+    Example:
+        >>> flush = WandbFlushHook()
+        >>> flush.register(trainer)  # after every other post_steps_log hook
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = bool(enabled)
+        self.trainer: Trainer | None = None
+        self._last_flushed_steps: tuple[tuple[str, int], ...] = ()
+        self._last_local_step: int | None = None
+
+    @staticmethod
+    def _wandb_step_registry(logger: Any) -> tuple[tuple[str, int], ...]:
+        """The W&B logger's per-prefix step registry as a sorted tuple (empty if none)."""
+        registry = getattr(logger, "_step_registry", None)
+        if not isinstance(registry, dict):
+            return ()
+        return tuple(sorted((str(key), int(value)) for key, value in registry.items()))
+
+    @staticmethod
+    def _wandb_experiment(logger: Any) -> Any | None:
+        """``logger.experiment`` when ``logger`` is a W&B logger, else None (creates no run)."""
+        if logger is None or not _is_wandb_logger(logger):
+            return None
+        experiment = vars(logger).get("experiment")
+        return experiment if experiment is not None else getattr(logger, "experiment", None)
+
+    def __call__(self, *_args: Any, **_kwargs: Any) -> None:
+        if not self.enabled or self.trainer is None:
+            return
+        logger = self.trainer.logger
+        experiment = self._wandb_experiment(logger)
+        if experiment is None:
+            return
+        steps = self._wandb_step_registry(logger)
+        local_step = getattr(experiment, "_local_step", None)
+        if steps == self._last_flushed_steps and local_step == self._last_local_step:
+            return
+        try:
+            experiment.log({}, commit=True)
+        except Exception as err:  # noqa: BLE001 - a finished or broken run never stops training
+            log.warning("W&B flush failed: %s", err)
+            return
+        self._last_flushed_steps = steps
+        self._last_local_step = getattr(experiment, "_local_step", None)
+
+    def register(self, trainer: Trainer, name: str = "wandb_flush") -> None:
+        self.trainer = trainer
+        trainer.register_op("post_steps_log", self)
+        trainer.register_op("shutdown", self)
+        trainer.register_module(name, self)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_flushed_steps": self._last_flushed_steps}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._last_flushed_steps = tuple(
+            (str(key), int(value)) for key, value in state_dict.get("last_flushed_steps", ())
+        )
+
+
+class WandbFinishHook(TrainerHookBase):
+    """Optional shutdown hook for config-driven Weights & Biases cleanup.
+
+    Calls ``wandb.finish()`` at the Trainer's ``shutdown`` stage. Import and runtime errors
+    are logged and swallowed, so offline or disabled W&B runs never fail shutdown (the CLI
+    still finishes W&B in a ``finally`` for crashes and signals).
+
+    Args:
+        enabled: False turns the hook into a no-op.
+
+    Example:
+        >>> WandbFlushHook().register(trainer)
+        >>> WandbFinishHook().register(trainer)  # after the flush hook
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = bool(enabled)
+
+    def __call__(self) -> None:
+        if not self.enabled:
+            return
+        if "wandb" not in sys.modules:
+            return  # never imported, so no run to finish
+        try:
+            import wandb
+
+            if wandb.run is not None:
+                wandb.finish()
+        except Exception as err:  # noqa: BLE001 - shutdown must not fail on W&B
+            log.warning("wandb.finish() failed: %s", err)
+
+    def register(self, trainer: Trainer, name: str = "wandb_finish") -> None:
+        trainer.register_op("shutdown", self)
+        trainer.register_module(name, self)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        del state_dict

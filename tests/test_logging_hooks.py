@@ -228,12 +228,12 @@ def test_progress_metrics_keep_last_reward():
     counters(_batch())
     out = progress(_batch())
     assert out == pytest.approx(
-        {"progress/agents/episode_reward": 14.0 / 3.0, "progress/total_frames": 8, "log_pbar": True}
+        {"progress/agents/episode_reward": 14.0 / 3.0, "counters/total_frames": 8, "log_pbar": True}
     )
     counters(_batch())
     out = progress(_batch(done=torch.zeros(2, 4, dtype=torch.bool)))
     assert out["progress/agents/episode_reward"] == pytest.approx(14.0 / 3.0)
-    assert out["progress/total_frames"] == 16 and out["log_pbar"] is True
+    assert out["counters/total_frames"] == 16 and out["log_pbar"] is True
     restored = LoggingProgressMetricsHook(group="agents", counters_hook=counters)
     restored.load_state_dict(progress.state_dict())
     assert restored.last_episode_reward == pytest.approx(14.0 / 3.0)

@@ -18,9 +18,10 @@ from torchrl.envs.utils import ExplorationType
 from torchrl.trainers import LRSchedulerHook, Trainer
 
 from xdrl.algorithms.common import AlgorithmParts
+from xdrl.checkpointing import make_checkpointing, restore, resume_candidates, resumed_run_dir
 from xdrl.envs import reward_weights_of
 from xdrl.errors import ConfigError
-from xdrl.loggers import log_config
+from xdrl.loggers import log_config, stable_run_id
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
     LoggingHookSet,
@@ -41,6 +42,7 @@ class Run:
     hook_set: LoggingHookSet
     logger: Any
     envs: list[Any] = field(default_factory=list)
+    resumed_from: str | None = None
 
     def close(self) -> None:
         """Close the environments (collector, evaluation); safe to call twice."""
@@ -107,14 +109,37 @@ def build_algorithm(cfg: DictConfig, env: Any) -> AlgorithmParts:
                         frames_per_batch=cfg.frames_per_batch, device=cfg.device)
 
 
-def build_logger(cfg: DictConfig) -> Any:
-    """The TorchRL logger of ``cfg.logging.logger`` (None for ``logging=none``)."""
-    if cfg.logging.logger is None:
+def build_logger(cfg: DictConfig, resume_dir: str | None = None) -> Any:
+    """The TorchRL logger of ``cfg.logging.logger`` (None for ``logging=none``).
+
+    A W&B run resumed from another run dir keeps that run's id; sweep jobs share a group.
+    """
+    node = cfg.logging.logger
+    if node is None:
         return None
-    log.info("Instantiating logger <%s>", cfg.logging.logger._target_)
-    logger = _instantiate(cfg.logging.logger, "logging.logger")
+    log.info("Instantiating logger <%s>", node._target_)
+    overrides: dict[str, Any] = {}
+    if "id" in node and node.id is None and resume_dir is not None:
+        overrides["id"] = stable_run_id(resume_dir)
+    if "group" in node and node.group is None:
+        overrides["group"] = _sweep_group()
+    node = OmegaConf.merge(node, overrides) if overrides else node
+    logger = _instantiate(node, "logging.logger")
     log_config(logger, OmegaConf.to_container(cfg, resolve=True))
     return logger
+
+
+def _sweep_group() -> str | None:
+    """The sweep folder's name in a Hydra multirun (None for a single run)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return None
+    return "/".join(hydra_cfg.sweep.dir.rstrip("/").split("/")[-2:])
 
 
 def build_evaluation(cfg: DictConfig, env_factory: Any, parts: AlgorithmParts, logger: Any,
@@ -153,6 +178,8 @@ def build_trainer(cfg: DictConfig) -> Run:
     seed_everything(cfg.seed)
     torch.set_num_threads(_positive(cfg.num_threads, "num_threads"))
     envs: list[Any] = []
+    candidates = resume_candidates(cfg.resume, cfg.run_dir)
+    resume_dir = str(resumed_run_dir(candidates[0])) if candidates else None
 
     # Environment
     log.info("Instantiating env <%s> x%d", cfg.env.id, cfg.env.num_envs)
@@ -175,7 +202,13 @@ def build_trainer(cfg: DictConfig) -> Run:
                              params=parts.loss_module.parameters())
 
     # Logger
-    logger = build_logger(cfg)
+    logger = build_logger(cfg, resume_dir)
+
+    # Checkpoints
+    checkpoint = rotation = None
+    if cfg.checkpoint.enabled:
+        _positive(cfg.checkpoint.interval_frames, "checkpoint.interval_frames")
+        checkpoint, rotation = make_checkpointing(cfg.run_dir, cfg.checkpoint.keep_last)
 
     # Trainer
     interactive = sys.stdout.isatty()
@@ -183,11 +216,13 @@ def build_trainer(cfg: DictConfig) -> Run:
         collector=collector, total_frames=cfg.total_frames, frame_skip=cfg.env.frame_skip,
         optim_steps_per_batch=parts.optim_steps_per_batch, loss_module=parts.loss_module,
         optimizer=optimizer,
-        optimization_stepper=DetachedOptimizationStepper(parts.loss_components),
+        optimization_stepper=(parts.optimization_stepper
+                              or DetachedOptimizationStepper(parts.loss_components)),
         logger=logger, clip_grad_norm=cfg.algorithm.max_grad_norm is not None,
         clip_norm=cfg.algorithm.max_grad_norm, progress_bar=interactive,
         num_epochs=parts.num_epochs, log_interval=0, auto_log_optim_steps=False,
-        save_trainer_interval=cfg.total_frames,
+        checkpoint=checkpoint, checkpoint_rotation=rotation,
+        save_trainer_interval=cfg.checkpoint.interval_frames if checkpoint else cfg.total_frames,
     )
 
     # Hooks: timers first, the algorithm's own, then xdrl's logging and evaluation
@@ -213,4 +248,10 @@ def build_trainer(cfg: DictConfig) -> Run:
     is_wandb = type(logger).__name__ == "WandbLogger"
     WandbFlushHook(enabled=is_wandb).register(trainer)
     WandbFinishHook(enabled=is_wandb).register(trainer)
-    return Run(trainer=trainer, hook_set=hook_set, logger=logger, envs=envs)
+
+    # Resume
+    resumed = restore(trainer, candidates)
+    if resumed is not None:
+        train_env.set_seed(cfg.seed + int(trainer.collected_frames))
+    return Run(trainer=trainer, hook_set=hook_set, logger=logger, envs=envs,
+               resumed_from=str(resumed) if resumed else None)

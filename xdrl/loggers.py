@@ -42,6 +42,16 @@ class CSVLogger(_TorchRLCSVLogger):
 
     def __init__(self, exp_name: str, log_dir: str | None = None, video_fps: int = 30) -> None:
         super().__init__(exp_name=exp_name, log_dir=log_dir, video_format="pt", video_fps=video_fps)
+        self._last_steps = _existing_csv_steps(Path(self.experiment.log_dir) / "scalars")
+
+    def log_scalar(self, name: str, value: float, step: int | None = None) -> None:
+        """Append ``step,value`` to ``scalars/<name>.csv``; a resumed run never writes a step
+        that the file already holds (the rows since the last checkpoint are kept once)."""
+        if step is not None:
+            if step <= self._last_steps.get(name, -1):
+                return
+            self._last_steps[name] = step
+        super().log_scalar(name, value, step=step)
 
     def log_video(self, name: str, video: Tensor, step: int | None = None, **kwargs: Any) -> None:
         """Write ``video`` ([N,] T, C, H, W, uint8) as an mp4 file."""
@@ -57,6 +67,28 @@ class CSVLogger(_TorchRLCSVLogger):
         """Write the flattened config as ``hparams.txt``."""
         path = Path(self.experiment.log_dir) / "hparams.txt"
         path.write_text("".join(f"{k}: {v}\n" for k, v in flatten_config(cfg).items()))
+
+
+_WANDB_STEP_FILE = "wandb-last-step.txt"
+
+
+def _read_int(path: Path) -> int:
+    """An integer stored in ``path`` (-1 when absent)."""
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return -1
+
+
+def _existing_csv_steps(scalars_dir: Path) -> dict[str, int]:
+    """The last step of every CSV file a previous attempt of this run wrote."""
+    last: dict[str, int] = {}
+    for path in scalars_dir.rglob("*.csv") if scalars_dir.is_dir() else []:
+        lines = path.read_text().strip().splitlines()
+        if lines:
+            name = path.relative_to(scalars_dir).with_suffix("").as_posix()
+            last[name] = int(float(lines[-1].split(",")[0]))
+    return last
 
 
 def stable_run_id(run_dir: str) -> str:
@@ -101,6 +133,11 @@ class WandbLogger(_TorchRLWandbLogger):
         if mode is not None:
             kwargs["mode"] = mode
         os.makedirs(save_dir, exist_ok=True)
+        # Offline runs reach disk every 15 s by default; a preempted job would lose more rows.
+        os.environ.setdefault("WANDB_X_TRANSACTION_LOG_FLUSH_INTERVAL", "2")
+        self._step_file = Path(save_dir) / _WANDB_STEP_FILE
+        self._resumed_step = _read_int(self._step_file)
+        self._written_step = self._resumed_step
         super().__init__(exp_name, save_dir=save_dir, project=project,
                          id=id or stable_run_id(save_dir), video_fps=video_fps,
                          log_env_packages=False, **kwargs)
@@ -109,7 +146,12 @@ class WandbLogger(_TorchRLWandbLogger):
                    commit: bool = False, **_: Any) -> None:
         """Add ``name`` to the row of ``step``; the row is committed by ``WandbFlushHook``."""
         if step is not None:
+            if step <= self._resumed_step:
+                return  # already in this run's history from before the restart
             self._step_registry["step"] = int(step)
+            if step > self._written_step:
+                self._written_step = int(step)
+                self._step_file.write_text(str(step))
         self.experiment.log({name: value}, step=step, commit=commit)
 
     def log_video(self, name: str, video: Tensor, **kwargs: Any) -> None:

@@ -79,6 +79,8 @@ def run(cfg: DictConfig) -> float | None:
     start = time.perf_counter()
     run_ = build_trainer(cfg)
     trainer = run_.trainer
+    start_frames = int(trainer.collected_frames)
+    train_time = 0.0
     status = "failed"
     eval_metrics: dict[str, float] = {}
     try:
@@ -100,14 +102,17 @@ def run(cfg: DictConfig) -> float | None:
             "status": status,
             "total_frames": frames,
             "wall_time_s": round(wall, 3),
-            "frames_per_second": round(frames / wall, 1) if wall > 0 else None,
+            "frames_per_second": (
+                round((frames - start_frames) / train_time, 1) if train_time > 0 else None
+            ),
             "seed": cfg.seed,
             "env": cfg.env.id,
             "algorithm": cfg.algorithm.build._target_.rsplit(".", 2)[-2],
             "eval": eval_metrics,
         }
-        if status in ("completed", "stopped"):
-            summary["train_time_s"] = round(train_time, 3)
+        if run_.resumed_from:
+            summary["resumed_from"] = run_.resumed_from
+        summary["train_time_s"] = round(train_time, 3)
         path = write_summary(cfg.run_dir, summary)
         log.info("Wrote %s (%s, %d frames, %.1f s)", path, status, frames, wall)
         run_.close()

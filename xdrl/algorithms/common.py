@@ -7,10 +7,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from tensordict.nn import NormalParamExtractor, TensorDictModule
+from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequential
 from torch import nn
 from torchrl.data import Categorical, OneHot
-from torchrl.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl.modules import (
+    MLP,
+    ProbabilisticActor,
+    QValueActor,
+    TanhModule,
+    TanhNormal,
+    ValueOperator,
+)
 
 from xdrl.errors import ConfigError
 
@@ -32,6 +39,8 @@ class AlgorithmParts:
         modules: extra objects with ``state_dict`` saved in checkpoints, by name.
         init_random_frames: collector frames taken with random actions before training.
         loss_components: loss entries summed for the backward pass (None: every ``loss_*``).
+        optimization_stepper: a ``torchrl.trainers.OptimizationStepper`` replacing xdrl's
+            default one-optimizer step (e.g. TD3's delayed actor updates); None: the default.
     """
 
     policy: Any
@@ -43,6 +52,7 @@ class AlgorithmParts:
     modules: dict[str, Any] = field(default_factory=dict)
     init_random_frames: int = 0
     loss_components: Sequence[str] | None = None
+    optimization_stepper: Any = None
 
 
 def activation_class(name: str) -> type[nn.Module]:
@@ -114,3 +124,36 @@ def state_value(env, cells: Sequence[int], act: type[nn.Module], device: str) ->
     net = MLP(in_features=observation_dim(env), out_features=1, num_cells=list(cells),
               activation_class=act, device=device)
     return ValueOperator(net, in_keys=["observation"])
+
+
+def action_bounds(env) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lower and upper bounds of a continuous (Box) action spec."""
+    space = env.action_spec_unbatched.space
+    return space.low, space.high
+
+
+def deterministic_actor(env, cells: Sequence[int], act: type[nn.Module], device: str):
+    """A deterministic actor a = tanh(MLP(s)) rescaled to the action bounds (TD3, DDPG)."""
+    low, high = action_bounds(env)
+    net = MLP(in_features=observation_dim(env), out_features=int(low.numel()),
+              num_cells=list(cells), activation_class=act, device=device)
+    return TensorDictSequential(
+        TensorDictModule(net, in_keys=["observation"], out_keys=["param"]),
+        TanhModule(in_keys=["param"], out_keys=["action"], spec=env.action_spec_unbatched,
+                   low=low.to(device), high=high.to(device)),
+    )
+
+
+def action_value(env, cells: Sequence[int], act: type[nn.Module], device: str) -> ValueOperator:
+    """A state-action critic Q(s, a) for continuous actions (SAC, TD3)."""
+    in_features = observation_dim(env) + int(env.action_spec_unbatched.shape[-1])
+    net = MLP(in_features=in_features, out_features=1, num_cells=list(cells),
+              activation_class=act, device=device)
+    return ValueOperator(net, in_keys=["observation", "action"])
+
+
+def q_value_actor(env, cells: Sequence[int], act: type[nn.Module], device: str) -> QValueActor:
+    """A greedy Q-network actor for discrete actions: one action value per action (DQN)."""
+    net = MLP(in_features=observation_dim(env), out_features=int(env.action_spec_unbatched.space.n),
+              num_cells=list(cells), activation_class=act, device=device)
+    return QValueActor(net, in_keys=["observation"], spec=env.full_action_spec_unbatched["action"])

@@ -21,9 +21,10 @@ from ._common import (
     _prepare_episode_reward,
     _scalarize_last_dim,
 )
-from .counters import LoggingCountersHook
+from .counters import TOTAL_FRAMES_KEY, LoggingCountersHook
 
-PROGRESS_TOTAL_FRAMES_KEY = f"{PROGRESS_PREFIX}/total_frames"
+# Same key as the counters hook: with log_interval=0 the Trainer writes it once per step.
+PROGRESS_TOTAL_FRAMES_KEY = TOTAL_FRAMES_KEY
 
 
 class LoggingProgressMetricsHook(TrainerHookBase):
@@ -31,8 +32,9 @@ class LoggingProgressMetricsHook(TrainerHookBase):
 
     Returns ``progress/<group>/episode_reward`` (mean return of the episodes that ended in the
     latest batch that had any; carried over otherwise, absent before the first one) and
-    ``progress/total_frames`` with ``"log_pbar": True``, so TorchRL's tqdm bar shows them.
-    Register it after ``counters_hook`` at the same stage.
+    ``counters/total_frames`` with ``"log_pbar": True``, so TorchRL's tqdm bar shows them.
+    Register it after ``counters_hook`` at the same stage: the Trainer then writes the frame
+    count to the logger once (a key is logged once per step with ``log_interval=0``).
 
     Args:
         group: metric group of the reward key.

@@ -1,0 +1,91 @@
+"""Pieces shared by the off-policy algorithms (DQN, SAC, TD3): replay buffer, target networks,
+update-to-data ratio and exploration annealing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+from torchrl.objectives import HardUpdate, SoftUpdate
+from torchrl.trainers import ReplayBufferTrainer, TargetNetUpdaterHook, Trainer, TrainerHookBase
+
+from xdrl.errors import ConfigError
+
+KEY = "algorithm.build"
+
+
+def replay_buffer(buffer_size: int, batch_size: int) -> ReplayBufferTrainer:
+    """A uniform replay buffer of ``buffer_size`` transitions, sampled ``batch_size`` at a time."""
+    if buffer_size < 1:
+        raise ConfigError(f"{KEY}.buffer_size", f"must be positive, got {buffer_size}")
+    if not 1 <= batch_size <= buffer_size:
+        raise ConfigError(f"{KEY}.batch_size", f"must be in [1, buffer_size={buffer_size}], got {batch_size}")
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(buffer_size), batch_size=batch_size)
+    return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
+
+
+def optim_steps(utd: float, frames_per_batch: int) -> int:
+    """Optimizer steps per collected batch for an update-to-data ratio (at least one)."""
+    if utd <= 0:
+        raise ConfigError(f"{KEY}.utd", f"must be positive, got {utd}")
+    return max(1, round(utd * frames_per_batch))
+
+
+def target_updater(loss_module, *, target_update: str, tau: float, hard_update_interval: int):
+    """A SoftUpdate (Polyak ``tau`` every step) or HardUpdate (copy every ``hard_update_interval`` steps)."""
+    if target_update == "soft":
+        if not 0 < tau <= 1:
+            raise ConfigError(f"{KEY}.tau", f"must be in (0, 1], got {tau}")
+        return SoftUpdate(loss_module, tau=tau)
+    if target_update == "hard":
+        if hard_update_interval < 1:
+            raise ConfigError(f"{KEY}.hard_update_interval", f"must be positive, got {hard_update_interval}")
+        return HardUpdate(loss_module, value_network_update_interval=hard_update_interval)
+    raise ConfigError(f"{KEY}.target_update", f"must be 'soft' or 'hard', got {target_update!r}")
+
+
+def off_policy_hooks(buffer: ReplayBufferTrainer, updater) -> list[tuple[str | None, Any]]:
+    """Extend the buffer with each batch, sample one minibatch per optimizer step, then update targets."""
+    return [
+        ("batch_process", buffer.extend),
+        ("process_optim_batch", buffer.sample),
+        ("post_optim", TargetNetUpdaterHook(updater)),
+    ]
+
+
+class ExplorationAnnealingHook(TrainerHookBase):
+    """Anneal an exploration module (``EGreedyModule``, ``AdditiveGaussianModule``) by collected frames.
+
+    TorchRL's modules anneal through ``module.step(frames)``; ``DQNTrainer`` does it in a private
+    method, so this hook does the same for a plain Trainer: at ``post_steps`` it steps the module
+    by the frames collected since its last call.
+
+    Args:
+        module: the exploration module; its ``step(frames)`` advances the schedule.
+
+    Example:
+        >>> ExplorationAnnealingHook(EGreedyModule(spec, annealing_num_steps=10_000)).register(trainer)
+    """
+
+    def __init__(self, module) -> None:
+        self.module = module
+        self.last_frames = 0
+        self._trainer: Trainer | None = None
+
+    def __call__(self) -> None:
+        frames = int(self._trainer.collected_frames) if self._trainer is not None else 0
+        if frames > self.last_frames:
+            self.module.step(frames - self.last_frames)
+            self.last_frames = frames
+
+    def register(self, trainer: Trainer, name: str = "exploration_annealing") -> None:
+        self._trainer = trainer
+        trainer.register_op("post_steps", self)
+        trainer.register_module(name, self)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_frames": self.last_frames, "module": self.module.state_dict()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.last_frames = int(state_dict["last_frames"])
+        self.module.load_state_dict(state_dict["module"])

@@ -9,8 +9,15 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from torch.distributions import Categorical
-from torchrl.envs import Compose, GymEnv, InitTracker, RewardSum, SerialEnv, StepCounter
-from torchrl.envs import TransformedEnv
+from torchrl.envs import (
+    Compose,
+    GymEnv,
+    InitTracker,
+    RewardSum,
+    SerialEnv,
+    StepCounter,
+    TransformedEnv,
+)
 from torchrl.modules import ProbabilisticActor
 
 from xdrl.trainer_hooks.logging import (
@@ -294,3 +301,31 @@ def test_logging_hook_set_pre_eval_logs_at_step_zero():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         hooks.close()
+
+
+def test_multi_objective_env_logs_scalarized_and_per_objective_returns():
+    from torchrl.envs import LineariseRewards, MOGymEnv
+
+    def make():
+        base = MOGymEnv("deep-sea-treasure-v0", categorical_action_encoding=True)
+        transforms = Compose(
+            StepCounter(),
+            RewardSum(in_keys=["reward"], out_keys=["episode_reward"]),
+            LineariseRewards(in_keys=["reward"], weights=[0.25, 0.75]),
+            InitTracker(),
+        )
+        return TransformedEnv(base, transforms)
+
+    env = SerialEnv(3, make)
+    env.set_seed(0)
+    torch.manual_seed(0)
+    out = _hook(env, None, max_steps=100).run(step=0)  # policy None: random actions
+    r = f"{D}/reward"
+    # Main keys sum the linearised reward; objective keys come from the raw vector returns.
+    assert out[f"{r}/episode_reward_mean"] == pytest.approx(
+        0.25 * out[f"{r}/objective_0/episode_reward_mean"]
+        + 0.75 * out[f"{r}/objective_1/episode_reward_mean"],
+        abs=1e-5,
+    )
+    assert f"{r}/objective_2/episode_reward_mean" not in out
+    env.close()

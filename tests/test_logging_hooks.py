@@ -472,3 +472,58 @@ def test_wandb_finish_never_fails(monkeypatch):
     WandbFinishHook(enabled=False)()
     monkeypatch.delitem(sys.modules, "wandb")
     hook()  # wandb never imported: nothing to finish
+
+
+def test_wandb_flush_writes_one_row_per_iteration_offline(tmp_path):
+    pytest.importorskip("wandb")
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from torchrl.record.loggers.wandb import WandbLogger
+
+    class CommitFalseLogger(WandbLogger):
+        """Like the xdrl logger: every scalar with commit=False at step=collected frames."""
+
+        def log_scalar(self, name, value, step=None, commit=False, **kwargs):
+            self.experiment.log({name: value}, step=step, commit=False)
+
+    logger = CommitFalseLogger(
+        exp_name="flush",
+        save_dir=str(tmp_path),
+        project="xdrl-tests",
+        mode="offline",
+        log_env_packages=False,
+    )
+    trainer = _FakeTrainer(logger=logger)
+    flush = WandbFlushHook()
+    flush.register(trainer)
+    try:
+        for step in (64, 128, 192):
+            logger.log_scalar("a", float(step), step=step)
+            logger.log_scalar("b", 1.0, step=step)
+            flush(None)
+            flush(None)  # nothing new: no empty row
+        flush()
+        run_dir = Path(logger.experiment.dir).parent
+    finally:
+        logger.experiment.finish()
+    wandb_cli = shutil.which("wandb", path=str(Path(sys.executable).parent))
+    if wandb_cli is None:
+        pytest.skip("wandb CLI not found")
+    out = subprocess.run(
+        [wandb_cli, "leet", "inspect", "--json", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if out.returncode != 0:
+        pytest.skip(f"wandb leet inspect unavailable: {out.stderr[:200]}")
+    rows = [json.loads(line) for line in out.stdout.splitlines() if '"history"' in line]
+    items = [row["history"]["item"] for row in rows if row.get("type") == "history"]
+    assert [(item["_step"], item["a"], item["b"]) for item in items] == [
+        (64, 64, 1),
+        (128, 128, 1),
+        (192, 192, 1),
+    ]

@@ -13,8 +13,15 @@ from tensordict.nn import TensorDictModule
 from torch.distributions import Categorical
 from torchrl.checkpoint import Checkpoint
 from torchrl.collectors import Collector
-from torchrl.envs import Compose, GymEnv, InitTracker, RewardSum, SerialEnv, StepCounter
-from torchrl.envs import TransformedEnv
+from torchrl.envs import (
+    Compose,
+    GymEnv,
+    InitTracker,
+    RewardSum,
+    SerialEnv,
+    StepCounter,
+    TransformedEnv,
+)
 from torchrl.modules import ProbabilisticActor
 from torchrl.record.loggers import CSVLogger
 from torchrl.trainers import Trainer
@@ -68,9 +75,7 @@ def _build(tmp_path: Path, *, checkpoint_file: Path):
     actor = _actor()
     env = _env()
     env.set_seed(0)
-    collector = Collector(
-        env, actor, frames_per_batch=FRAMES_PER_BATCH, total_frames=TOTAL_FRAMES
-    )
+    collector = Collector(env, actor, frames_per_batch=FRAMES_PER_BATCH, total_frames=TOTAL_FRAMES)
     loss = _DummyLoss(actor)
     logger = CSVLogger(exp_name="exp", log_dir=str(tmp_path / "logs"))
     trainer = Trainer(
@@ -105,8 +110,9 @@ def _build(tmp_path: Path, *, checkpoint_file: Path):
     hooks = LoggingHookSet(group="agents", frame_skip=1, eval_hook_set=evals)
     hooks.register(trainer)
     stream = io.StringIO()
-    line = ProgressLineHook(TOTAL_FRAMES, interval_s=0.0, stream=stream)
-    line.progress_hook = hooks.progress_hook
+    line = ProgressLineHook(
+        TOTAL_FRAMES, interval_s=0.0, stream=stream, progress_hook=hooks.progress_hook
+    )
     line.register(trainer)
     flush = WandbFlushHook()
     flush.register(trainer)

@@ -52,11 +52,16 @@ def _last_eval_metrics(run_: Run) -> dict[str, float]:
 
 
 class _StopRequest:
-    """SIGTERM/SIGUSR2: let the current iteration finish, then stop (and checkpoint)."""
+    """SIGTERM/SIGUSR2: let the current iteration finish, then stop; the Trainer checkpoints.
+
+    Afterwards :meth:`forward` hands the signal to whoever listened before (submitit's handler
+    requeues the SLURM job, whose next start resumes from the checkpoint), or exits 128+signum.
+    """
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.signal: str | None = None
+        self._signum: int | None = None
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _StopRequest:
@@ -65,6 +70,7 @@ class _StopRequest:
         return self
 
     def _handle(self, signum: int, _frame: Any) -> None:
+        self._signum = signum
         self.signal = signal.Signals(signum).name
         log.warning("%s received: stopping after this iteration", self.signal)
         self.run.trainer.request_stop(self.signal)
@@ -73,6 +79,16 @@ class _StopRequest:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
+    def forward(self) -> None:
+        """Pass a received signal on, once the checkpoint and the logs are written."""
+        if self._signum is None:
+            return
+        previous = self._previous.get(self._signum)
+        if callable(previous):
+            log.info("Handing %s to the previous handler (%s)", self.signal, previous)
+            previous(self._signum, None)
+        raise SystemExit(128 + self._signum)
+
 
 def run(cfg: DictConfig) -> float | None:
     """Train the run ``cfg`` describes and return ``cfg.objective`` from the final metrics."""
@@ -80,7 +96,7 @@ def run(cfg: DictConfig) -> float | None:
     run_ = build_trainer(cfg)
     trainer = run_.trainer
     start_frames = int(trainer.collected_frames)
-    train_time = 0.0
+    train_start: float | None = None
     status = "failed"
     eval_metrics: dict[str, float] = {}
     try:
@@ -89,7 +105,6 @@ def run(cfg: DictConfig) -> float | None:
                 run_.hook_set.run_pre_eval()
             train_start = time.perf_counter()
             trainer.train()
-            train_time = time.perf_counter() - train_start
         status = "stopped" if stop.signal else "completed"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -98,6 +113,7 @@ def run(cfg: DictConfig) -> float | None:
         eval_metrics = _last_eval_metrics(run_)
         frames = int(trainer.collected_frames)
         wall = time.perf_counter() - start
+        train_time = time.perf_counter() - train_start if train_start is not None else 0.0
         summary = {
             "status": status,
             "total_frames": frames,
@@ -117,6 +133,7 @@ def run(cfg: DictConfig) -> float | None:
         log.info("Wrote %s (%s, %d frames, %.1f s)", path, status, frames, wall)
         run_.close()
         _finish_wandb()
+    stop.forward()
     objective = eval_metrics.get(cfg.objective)
     if eval_metrics:
         log.info("Final evaluation: %s", json.dumps(eval_metrics, sort_keys=True))

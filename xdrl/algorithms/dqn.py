@@ -24,7 +24,7 @@ def build(
     *,
     frames_per_batch: int,
     device: str = "cpu",
-    q_cells: Sequence[int] = (256, 256),
+    q_cells: Sequence[int] = (64, 64),
     activation: str = "relu",
     gamma: float = 0.99,
     double_dqn: bool = False,

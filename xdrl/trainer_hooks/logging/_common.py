@@ -85,11 +85,11 @@ def _per_objective(
     if value.numel() == 0:
         return {}
     value = value.double().reshape(value.shape[0], -1)
-    if reduce_stats is False:
-        stats, names = value.mean(0).unsqueeze(0), ("mean",)
-    else:
-        stats = torch.stack([value.amin(0), value.mean(0), value.amax(0)])
+    names: tuple[str, ...] = ("mean",)
+    stats = value.mean(0).unsqueeze(0)
+    if reduce_stats is not False:
         names = ("min", "mean", "max")
+        stats = torch.stack([value.amin(0), value.mean(0), value.amax(0)])
     out: dict[str, float] = {}
     for stat, row in zip(names, stats.tolist(), strict=True):
         for index, number in enumerate(row):

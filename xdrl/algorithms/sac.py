@@ -1,0 +1,63 @@
+"""SAC: TorchRL's SACLoss (twin Q-networks, learned temperature), replay buffer, Polyak targets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torchrl.objectives import SACLoss
+
+from xdrl.algorithms.common import (
+    AlgorithmParts,
+    action_value,
+    activation_class,
+    require_continuous,
+    stochastic_actor,
+)
+from xdrl.algorithms.off_policy import off_policy_hooks, optim_steps, replay_buffer, target_updater
+
+
+def build(
+    env,
+    *,
+    frames_per_batch: int,
+    device: str = "cpu",
+    actor_cells: Sequence[int] = (256, 256),
+    critic_cells: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    gamma: float = 0.99,
+    alpha_init: float = 1.0,
+    fixed_alpha: bool = False,
+    target_entropy: str | float = "auto",
+    loss_function: str = "l2",
+    buffer_size: int = 1_000_000,
+    batch_size: int = 256,
+    utd: float = 1.0,
+    init_random_frames: int = 5_000,
+    tau: float = 0.005,
+) -> AlgorithmParts:
+    """Build SAC for ``env`` (continuous actions only).
+
+    Example:
+        >>> parts = build(make_env("Pendulum-v1", num_envs=8), frames_per_batch=64)
+    """
+    require_continuous(env, "sac")
+    act = activation_class(activation)
+    actor = stochastic_actor(env, actor_cells, act, device)
+    qvalue = action_value(env, critic_cells, act, device)
+    loss = SACLoss(
+        actor, qvalue, num_qvalue_nets=2, loss_function=loss_function, alpha_init=alpha_init,
+        fixed_alpha=fixed_alpha, target_entropy=target_entropy,
+        action_spec=env.full_action_spec_unbatched["action"], delay_qvalue=True,
+    )
+    loss.make_value_estimator(gamma=gamma)
+    updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1)
+    buffer = replay_buffer(buffer_size, batch_size)
+    return AlgorithmParts(
+        policy=actor,
+        eval_policy=actor,
+        loss_module=loss,
+        optim_steps_per_batch=optim_steps(utd, frames_per_batch),
+        hooks=off_policy_hooks(buffer, updater),
+        modules={"replay_buffer": buffer},
+        init_random_frames=init_random_frames,
+    )

@@ -1,0 +1,127 @@
+"""TD3: TorchRL's TD3Loss (twin Q-networks, target policy smoothing) with delayed actor updates,
+Gaussian exploration noise, replay buffer and Polyak targets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictSequential
+from torchrl.modules import AdditiveGaussianModule
+from torchrl.objectives import TD3Loss
+from torchrl.trainers import Trainer
+
+from xdrl.algorithms.common import (
+    AlgorithmParts,
+    action_bounds,
+    action_value,
+    activation_class,
+    deterministic_actor,
+    require_continuous,
+)
+from xdrl.algorithms.off_policy import off_policy_hooks, optim_steps, replay_buffer, target_updater
+from xdrl.errors import ConfigError
+from xdrl.trainer_hooks.optimization import DetachedOptimizationStepper
+
+
+class DelayedActorStepper(DetachedOptimizationStepper):
+    """TD3's step with one optimizer: the critic loss every step, the actor loss every ``delay``.
+
+    Parameters without a gradient (the actor's, on critic-only steps) are skipped by the optimizer,
+    so one optimizer (and xdrl's LR schedule and gradient clipping) serves both networks.
+
+    Args:
+        policy_delay: optimizer steps per actor update.
+
+    Example:
+        >>> Trainer(..., optimizer=adam, optimization_stepper=DelayedActorStepper(policy_delay=2))
+    """
+
+    def __init__(self, policy_delay: int = 2) -> None:
+        super().__init__()
+        self.policy_delay = int(policy_delay)
+        self.count = 0
+        self._last_actor_loss = torch.zeros(())
+
+    def step(self, trainer: Trainer, sub_batch: TensorDictBase) -> TensorDictBase:
+        """Critic (and every ``policy_delay`` steps actor) update on ``sub_batch``."""
+        self.count += 1
+        loss_qvalue, _ = trainer.compute_loss(sub_batch, method="value_loss")
+        total = loss_qvalue
+        if self.count % self.policy_delay == 0:
+            loss_actor, _ = trainer.compute_loss(sub_batch, method="actor_loss")
+            total = total + loss_actor
+            self._last_actor_loss = loss_actor.detach()
+        total.backward()
+        grad_norm = self._compute_and_clip_grad_norm(trainer.optimizer, trainer.clip_grad_norm,
+                                                     trainer.clip_norm)
+        trainer.optimizer.step()
+        trainer.optimizer.zero_grad(set_to_none=True)
+        return TensorDict(loss_qvalue=loss_qvalue.detach(), loss_actor=self._last_actor_loss,
+                          grad_norm=torch.tensor(grad_norm))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"count": self.count}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.count = int(state_dict["count"])
+
+
+def build(
+    env,
+    *,
+    frames_per_batch: int,
+    device: str = "cpu",
+    actor_cells: Sequence[int] = (256, 256),
+    critic_cells: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    gamma: float = 0.99,
+    policy_delay: int = 2,
+    exploration_noise: float = 0.1,
+    policy_noise: float = 0.2,
+    noise_clip: float = 0.5,
+    loss_function: str = "l2",
+    buffer_size: int = 1_000_000,
+    batch_size: int = 256,
+    utd: float = 1.0,
+    init_random_frames: int = 5_000,
+    tau: float = 0.005,
+) -> AlgorithmParts:
+    """Build TD3 for ``env`` (continuous actions only). Noise scales are fractions of the action
+    half-range, as in the TD3 paper's [-1, 1] actions.
+
+    Example:
+        >>> parts = build(make_env("Pendulum-v1", num_envs=8), frames_per_batch=64)
+    """
+    require_continuous(env, "td3")
+    if policy_delay < 1:
+        raise ConfigError("algorithm.build.policy_delay", f"must be at least 1, got {policy_delay}")
+    low, high = action_bounds(env)
+    scale = float(((high - low) / 2).max())
+    act = activation_class(activation)
+    actor = deterministic_actor(env, actor_cells, act, device)
+    qvalue = action_value(env, critic_cells, act, device)
+    loss = TD3Loss(
+        actor, qvalue, action_spec=env.full_action_spec_unbatched["action"], num_qvalue_nets=2,
+        policy_noise=policy_noise * scale, noise_clip=noise_clip * scale,
+        loss_function=loss_function, delay_actor=True, delay_qvalue=True,
+    )
+    loss.make_value_estimator(gamma=gamma)
+    noise = AdditiveGaussianModule(
+        env.full_action_spec_unbatched["action"], sigma_init=float(exploration_noise * scale),
+        sigma_end=float(exploration_noise * scale), device=device,
+    )
+    updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1)
+    buffer = replay_buffer(buffer_size, batch_size)
+    return AlgorithmParts(
+        policy=TensorDictSequential(actor, noise),
+        eval_policy=actor,
+        loss_module=loss,
+        optim_steps_per_batch=optim_steps(utd, frames_per_batch),
+        hooks=off_policy_hooks(buffer, updater),
+        modules={"replay_buffer": buffer},
+        init_random_frames=init_random_frames,
+        optimization_stepper=DelayedActorStepper(policy_delay),
+    )

@@ -329,3 +329,20 @@ def test_multi_objective_env_logs_scalarized_and_per_objective_returns():
     )
     assert f"{r}/objective_2/episode_reward_mean" not in out
     env.close()
+
+
+def test_video_joins_the_pending_wandb_row():
+    from torchrl.record.loggers.wandb import WandbLogger
+
+    class RecordingWandb(WandbLogger):
+        def __init__(self):  # no wandb.init
+            self.calls = []
+
+        def log_video(self, name, video, **kwargs):
+            self.calls.append((name, tuple(video.shape), kwargs))
+
+    logger = RecordingWandb()
+    _hook(_serial(1, render=True), _left_policy(), render=True, logger=logger)._evaluate_once(64)
+    ((name, shape, kwargs),) = logger.calls
+    assert name == f"{D}/video" and shape[:1] == (1,)
+    assert kwargs == {"step": 64, "fps": 15, "commit": False}

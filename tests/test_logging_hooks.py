@@ -222,17 +222,21 @@ def test_counters_frame_skip_mask_and_state():
 
 
 # Progress
+REWARD_MEAN = "collection/agents/reward/episode_reward_mean"
+
+
 def test_progress_metrics_keep_last_reward():
     counters = LoggingCountersHook()
     progress = LoggingProgressMetricsHook(group="agents", counters_hook=counters)
     counters(_batch())
     out = progress(_batch())
     assert out == pytest.approx(
-        {"progress/agents/episode_reward": 14.0 / 3.0, "counters/total_frames": 8, "log_pbar": True}
+        {REWARD_MEAN: 14.0 / 3.0, "counters/total_frames": 8, "log_pbar": True}
     )
     counters(_batch())
     out = progress(_batch(done=torch.zeros(2, 4, dtype=torch.bool)))
-    assert out["progress/agents/episode_reward"] == pytest.approx(14.0 / 3.0)
+    assert REWARD_MEAN not in out  # no episode ended: the bar keeps its value, nothing stale is logged
+    assert progress.last_episode_reward == pytest.approx(14.0 / 3.0)
     assert out["counters/total_frames"] == 16 and out["log_pbar"] is True
     restored = LoggingProgressMetricsHook(group="agents", counters_hook=counters)
     restored.load_state_dict(progress.state_dict())
@@ -245,9 +249,9 @@ def test_progress_metrics_vector_reward_uses_weights():
         group="agents", counters_hook=counters, episode_reward_weights=(0.5, 1.5)
     )
     out = progress(_batch(episode_reward=_vector_returns()))
-    assert out["progress/agents/episode_reward"] == pytest.approx(8.5 / 3.0)
+    assert out[REWARD_MEAN] == pytest.approx(8.5 / 3.0)
     plain = LoggingProgressMetricsHook(group="agents", counters_hook=counters)
-    assert "progress/agents/episode_reward" not in plain(_batch(episode_reward=_vector_returns()))
+    assert REWARD_MEAN not in plain(_batch(episode_reward=_vector_returns()))
 
 
 class _FakeTrainer:

@@ -158,7 +158,6 @@ def test_csv_has_namespaced_keys_at_collected_frames(trained):
         "timers/iteration_time",
         "timers/total_time",
         "timers/fps",
-        "progress/agents/episode_reward",
     ]
     for name in every_iteration:
         assert [step for step, _ in _read(scalars, name)] == steps, name

@@ -70,6 +70,11 @@ def _positive(value: int, key: str, *, allow_zero: bool = False) -> int:
 def _check_sizes(cfg: DictConfig) -> None:
     _positive(cfg.total_frames, "total_frames")
     _positive(cfg.frames_per_batch, "frames_per_batch")
+    batches = -(-cfg.total_frames // cfg.frames_per_batch)
+    if batches * cfg.frames_per_batch != cfg.total_frames:
+        log.info("total_frames %d rounded up to %d (a whole number of %d-frame batches)",
+                 cfg.total_frames, batches * cfg.frames_per_batch, cfg.frames_per_batch)
+        cfg.total_frames = batches * cfg.frames_per_batch
     if cfg.frames_per_batch % cfg.env.num_envs:
         raise ConfigError(
             "frames_per_batch",
@@ -244,7 +249,8 @@ def build_trainer(cfg: DictConfig) -> Run:
     if schedule is not None:
         schedule.register(trainer)
     if not interactive:
-        ProgressLineHook(cfg.total_frames, interval_s=cfg.logging.progress_interval_s).register(trainer)
+        ProgressLineHook(cfg.total_frames, interval_s=cfg.logging.progress_interval_s,
+                         progress_hook=hook_set.progress_hook).register(trainer)
     is_wandb = type(logger).__name__ == "WandbLogger"
     WandbFlushHook(enabled=is_wandb).register(trainer)
     WandbFinishHook(enabled=is_wandb).register(trainer)

@@ -3,14 +3,13 @@
 Every hook returns Python numbers, reduced once per batch, so the Trainer (built with
 ``log_interval=0`` and ``auto_log_optim_steps=False``) logs each key once per iteration at
 ``step = trainer.collected_frames``. Namespaces: ``collection/<group>/``,
-``train/<group>/``, ``counters/``, ``timers/``, ``eval/<subgroup>/``, ``progress/``.
+``train/<group>/``, ``counters/``, ``timers/``, ``eval/<subgroup>/``.
 """
 
 from ._common import (
     COLLECTION_PREFIX,
     COUNTERS_PREFIX,
     EVAL_PREFIX,
-    PROGRESS_PREFIX,
     TIMERS_PREFIX,
     TRAIN_PREFIX,
     _as_float,
@@ -33,7 +32,6 @@ __all__ = [
     "COLLECTION_PREFIX",
     "COUNTERS_PREFIX",
     "EVAL_PREFIX",
-    "PROGRESS_PREFIX",
     "TIMERS_PREFIX",
     "TRAIN_PREFIX",
     "LoggingCollectionMetricsHook",

@@ -17,7 +17,6 @@ TRAIN_PREFIX = "train"
 COUNTERS_PREFIX = "counters"
 TIMERS_PREFIX = "timers"
 EVAL_PREFIX = "eval"
-PROGRESS_PREFIX = "progress"
 
 REWARD_SUBKEY = "reward"
 EPISODE_REWARD_NAME = "episode_reward"

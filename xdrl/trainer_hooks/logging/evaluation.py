@@ -28,6 +28,7 @@ from ._common import (
     _per_objective,
     _reduce,
 )
+from .wandb_hooks import _is_wandb_logger
 
 log = logging.getLogger(__name__)
 
@@ -246,9 +247,13 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
         logger = self._logger()
         if logger is None or not frames:
             return
+        # On W&B, join the iteration's pending row instead of committing it early: scalars
+        # logged after the video at the same step would otherwise be dropped.
+        extra = {"commit": False} if _is_wandb_logger(logger) else {}
         try:
             video = torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).unsqueeze(0)
-            logger.log_video(f"{self._base}/{VIDEO_NAME}", video, step=step, fps=self.video_fps)
+            name = f"{self._base}/{VIDEO_NAME}"
+            logger.log_video(name, video, step=step, fps=self.video_fps, **extra)
         except Exception as err:  # noqa: BLE001 - a video never fails training
             warnings.warn(f"{self._base}: could not log the video: {err}", stacklevel=2)
 

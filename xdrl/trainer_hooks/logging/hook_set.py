@@ -11,7 +11,7 @@ from torchrl.trainers.trainers import Trainer, TrainerHookBase
 
 from ._common import DEFAULT_DONE_KEY, TIMERS_PREFIX
 from .collection import LoggingCollectionMetricsHook
-from .counters import LoggingCountersHook
+from .counters import TOTAL_FRAMES_KEY, LoggingCountersHook
 from .evaluation_set import LoggingEvaluationHookSet
 from .progress import LoggingProgressMetricsHook
 from .training import LoggingTrainingMetricsHook
@@ -151,7 +151,11 @@ class LoggingHookSet(TrainerHookBase):
             return {}
         if self.trainer is not None and self.trainer.collected_frames > 0:
             return {}
-        return self.eval_hook_set.run(step=0)
+        metrics = self.eval_hook_set.run(step=0)
+        logger = self.eval_hook_set.hooks[0]._logger() if self.eval_hook_set.hooks else None
+        if logger is not None:  # the step-0 row carries the frame counter like every other row
+            logger.log_scalar(TOTAL_FRAMES_KEY, 0, step=0)
+        return metrics
 
     def close(self) -> None:
         if self.eval_hook_set is not None:

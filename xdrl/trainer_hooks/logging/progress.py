@@ -13,9 +13,9 @@ from tensordict import TensorDictBase
 from torchrl.trainers.trainers import Trainer, TrainerHookBase
 
 from ._common import (
+    COLLECTION_PREFIX,
     DEFAULT_DONE_KEY,
     DEFAULT_EPISODE_REWARD_KEY,
-    PROGRESS_PREFIX,
     _collector_mask,
     _flatten_steps,
     _prepare_episode_reward,
@@ -30,11 +30,12 @@ PROGRESS_TOTAL_FRAMES_KEY = TOTAL_FRAMES_KEY
 class LoggingProgressMetricsHook(TrainerHookBase):
     """Emit a compact progress-bar view for reward and frame counters.
 
-    Returns ``progress/<group>/episode_reward`` (mean return of the episodes that ended in the
-    latest batch that had any; carried over otherwise, absent before the first one) and
+    Returns ``collection/<group>/reward/episode_reward_mean`` (mean return of the episodes that
+    ended in this batch; absent when none ended, the bar then keeps the previous value) and
     ``counters/total_frames`` with ``"log_pbar": True``, so TorchRL's tqdm bar shows them.
-    Register it after ``counters_hook`` at the same stage: the Trainer then writes the frame
-    count to the logger once (a key is logged once per step with ``log_interval=0``).
+    Both keys are the ones the collection and counters hooks already log: register it after
+    them at the same stage and the Trainer writes each key once per step (``log_interval=0``),
+    so the progress view adds no namespace of its own.
 
     Args:
         group: metric group of the reward key.
@@ -66,7 +67,7 @@ class LoggingProgressMetricsHook(TrainerHookBase):
         self.episode_reward_weights = episode_reward_weights
         self.done_key = done_key
         self.last_episode_reward: float | None = None
-        self.reward_name = f"{PROGRESS_PREFIX}/{group}/episode_reward"
+        self.reward_name = f"{COLLECTION_PREFIX}/{group}/reward/episode_reward_mean"
 
     def __call__(self, batch: TensorDictBase) -> dict[str, float | bool]:
         reward = self._mean_return(batch)
@@ -76,8 +77,8 @@ class LoggingProgressMetricsHook(TrainerHookBase):
             PROGRESS_TOTAL_FRAMES_KEY: self.counters_hook.total_frames,
             "log_pbar": True,
         }
-        if self.last_episode_reward is not None:
-            out[self.reward_name] = self.last_episode_reward
+        if reward is not None:
+            out[self.reward_name] = reward
         return out
 
     def _mean_return(self, batch: TensorDictBase) -> float | None:
@@ -203,7 +204,7 @@ class ProgressLineHook(TrainerHookBase):
             return self.progress_hook.last_episode_reward
         history = getattr(self.trainer, "_log_dict", {})
         for key, values in history.items():
-            if key.startswith(PROGRESS_PREFIX) and key.endswith("/episode_reward") and values:
+            if key.startswith(COLLECTION_PREFIX) and key.endswith("/episode_reward_mean") and values:
                 return float(values[-1])
         return None
 

@@ -26,8 +26,7 @@ def test_default_job_writes_config_logs_and_summary(tmp_path: Path) -> None:
     assert summary["frames_per_second"] > 0
     assert "eval/deterministic/reward/episode_reward_mean" in summary["eval"]
     scalars = read_scalars(run_dir / "logs")
-    assert [s for s, _ in scalars["counters/total_frames"]] == [256, 512]
-    assert [v for _, v in scalars["counters/total_frames"]] == [256, 512]
+    assert scalars["counters/total_frames"] == [(0, 0.0), (256, 256.0), (512, 512.0)]
     for key in ("collection/agents/reward/reward_mean", "train/agents/loss_objective",
                 "timers/fps", "eval/deterministic/reward/episode_reward_mean"):
         assert key in scalars, sorted(scalars)

@@ -143,7 +143,6 @@ def test_csv_has_namespaced_keys_at_collected_frames(trained):
         "collection/agents/reward/reward_min",
         "collection/agents/reward/reward_mean",
         "collection/agents/reward/reward_max",
-        "counters/total_frames",
         "counters/current_frames",
         "counters/iter",
         "train/agents/optim_steps",
@@ -161,7 +160,8 @@ def test_csv_has_namespaced_keys_at_collected_frames(trained):
     ]
     for name in every_iteration:
         assert [step for step, _ in _read(scalars, name)] == steps, name
-    assert _read(scalars, "counters/total_frames") == [(s, float(s)) for s in steps]
+    # the step-0 (pre-training evaluation) row carries the frame counter too
+    assert _read(scalars, "counters/total_frames") == [(s, float(s)) for s in [0, *steps]]
     assert not (scalars / "progress" / "total_frames.csv").exists()  # written once, as counters/
     assert [v for _, v in _read(scalars, "counters/iter")] == [1.0, 2.0, 3.0]
     assert [v for _, v in _read(scalars, "train/agents/optim_steps")] == [2.0, 4.0, 6.0]

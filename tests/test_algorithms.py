@@ -21,8 +21,15 @@ from xdrl.errors import ConfigError
 
 DISCRETE_ALGORITHMS = ["ppo", "a2c", "dqn"]
 CONTINUOUS_ALGORITHMS = ["ppo", "a2c", "sac", "td3"]
-CONTINUOUS_ENVS = {"pendulum", "mountaincar_continuous", "lunarlander_continuous", "halfcheetah",
-                   "hopper", "mo_mountaincarcontinuous", "mo_halfcheetah"}
+CONTINUOUS_ENVS = {
+    "pendulum",
+    "mountaincar_continuous",
+    "lunarlander_continuous",
+    "halfcheetah",
+    "hopper",
+    "mo_mountaincarcontinuous",
+    "mo_halfcheetah",
+}
 GENERIC_ENVS = {"gym", "mo_gym"}
 ENVS = sorted(p.stem for p in (CONF / "env").glob("*.yaml") if p.stem not in GENERIC_ENVS)
 ALGORITHMS = sorted(p.stem for p in (CONF / "algorithm").glob("*.yaml"))
@@ -41,18 +48,34 @@ TINY = [
 ]
 # Per algorithm: tiny networks, small minibatches and warm-up, so every run takes optimizer steps.
 ALGORITHM_OVERRIDES = {
-    "ppo": ["algorithm.build.actor_cells=[16]", "algorithm.build.critic_cells=[16]",
-            "algorithm.build.epochs=1", "algorithm.build.minibatch_size=32"],
+    "ppo": [
+        "algorithm.build.actor_cells=[16]",
+        "algorithm.build.critic_cells=[16]",
+        "algorithm.build.epochs=1",
+        "algorithm.build.minibatch_size=32",
+    ],
     "a2c": ["algorithm.build.actor_cells=[16]", "algorithm.build.critic_cells=[16]"],
-    "dqn": ["algorithm.build.q_cells=[16]", "algorithm.build.batch_size=16",
-            "algorithm.build.init_random_frames=64", "algorithm.build.utd=0.0625",
-            "algorithm.build.eps_annealing_frames=128"],
-    "sac": ["algorithm.build.actor_cells=[16]", "algorithm.build.critic_cells=[16]",
-            "algorithm.build.batch_size=16", "algorithm.build.init_random_frames=64",
-            "algorithm.build.utd=0.0625"],
-    "td3": ["algorithm.build.actor_cells=[16]", "algorithm.build.critic_cells=[16]",
-            "algorithm.build.batch_size=16", "algorithm.build.init_random_frames=64",
-            "algorithm.build.utd=0.0625"],
+    "dqn": [
+        "algorithm.build.q_cells=[16]",
+        "algorithm.build.batch_size=16",
+        "algorithm.build.init_random_frames=64",
+        "algorithm.build.utd=0.0625",
+        "algorithm.build.eps_annealing_frames=128",
+    ],
+    "sac": [
+        "algorithm.build.actor_cells=[16]",
+        "algorithm.build.critic_cells=[16]",
+        "algorithm.build.batch_size=16",
+        "algorithm.build.init_random_frames=64",
+        "algorithm.build.utd=0.0625",
+    ],
+    "td3": [
+        "algorithm.build.actor_cells=[16]",
+        "algorithm.build.critic_cells=[16]",
+        "algorithm.build.batch_size=16",
+        "algorithm.build.init_random_frames=64",
+        "algorithm.build.utd=0.0625",
+    ],
 }
 
 
@@ -88,8 +111,9 @@ def test_action_space_classification_matches_the_envs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("algorithm", "env_file"), _pairs(compatible=True))
-def test_algorithm_trains_on_env(algorithm: str, env_file: str, tmp_path: Path,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_algorithm_trains_on_env(
+    algorithm: str, env_file: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _skip_if_missing(env_file)
     runs = []
     build_trainer = xdrl.run.build_trainer
@@ -102,8 +126,10 @@ def test_algorithm_trains_on_env(algorithm: str, env_file: str, tmp_path: Path,
 
     monkeypatch.setattr(xdrl.run, "build_trainer", recording_build)
     run_dir = tmp_path / "run"
-    cfg = compose_config([f"algorithm={algorithm}", f"env={env_file}", *TINY,
-                          *ALGORITHM_OVERRIDES[algorithm]], run_dir)
+    cfg = compose_config(
+        [f"algorithm={algorithm}", f"env={env_file}", *TINY, *ALGORITHM_OVERRIDES[algorithm]],
+        run_dir,
+    )
     xdrl.run.run(cfg)
 
     summary = read_summary(run_dir)
@@ -118,8 +144,9 @@ def test_algorithm_trains_on_env(algorithm: str, env_file: str, tmp_path: Path,
 
 
 @pytest.mark.parametrize(("algorithm", "env_file"), _pairs(compatible=False))
-def test_incompatible_pair_fails_fast_naming_the_action_space(algorithm: str, env_file: str,
-                                                             tmp_path: Path) -> None:
+def test_incompatible_pair_fails_fast_naming_the_action_space(
+    algorithm: str, env_file: str, tmp_path: Path
+) -> None:
     _skip_if_missing(env_file)
     cfg = compose_config([f"algorithm={algorithm}", f"env={env_file}", *TINY], tmp_path / "run")
     with pytest.raises(ConfigError) as info:
@@ -149,10 +176,13 @@ def test_bad_reward_weights_fail_with_one_line(weights: str, message: str, tmp_p
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize(("env_file", "extra"), [("lunarlander", "box2d"), ("halfcheetah", "mujoco"),
-                                                 ("mo_lunar_lander", "box2d")])
-def test_missing_optional_package_names_the_extra(env_file: str, extra: str,
-                                                  tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("env_file", "extra"),
+    [("lunarlander", "box2d"), ("halfcheetah", "mujoco"), ("mo_lunar_lander", "box2d")],
+)
+def test_missing_optional_package_names_the_extra(
+    env_file: str, extra: str, tmp_path: Path
+) -> None:
     module = {"box2d": "Box2D", "mujoco": "mujoco"}[extra]
     if importlib.util.find_spec(module) is not None:
         pytest.skip(f"{module} is installed")

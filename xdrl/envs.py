@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,6 +76,7 @@ def _make_base(env_id: str, *, multi_objective: bool, device: str, frame_skip: i
         kwargs["max_episode_steps"] = max_episode_steps
     if render:
         kwargs["render_mode"] = "rgb_array"
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # off-screen frames need no display
     cls = MOGymEnv if multi_objective else GymEnv
     try:
         return cls(env_id, categorical_action_encoding=True, frame_skip=frame_skip,

@@ -39,12 +39,16 @@ def build(
     actor = stochastic_actor(env, actor_cells, act, device)
     critic = state_value(env, critic_cells, act, device)
     loss = A2CLoss(
-        actor, critic, entropy_bonus=entropy_coef > 0,
-        entropy_coeff=entropy_coef if entropy_coef > 0 else None, critic_coeff=critic_coef,
+        actor,
+        critic,
+        entropy_bonus=entropy_coef > 0,
+        entropy_coeff=entropy_coef if entropy_coef > 0 else None,
+        critic_coeff=critic_coef,
         loss_critic_type="l2",
     )
-    loss.make_value_estimator(GAE, gamma=gamma, lmbda=lmbda, value_network=critic,
-                              average_gae=False, device=device)
+    loss.make_value_estimator(
+        GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
+    )
     buffer = minibatch_buffer(frames_per_batch, minibatch_size, "algorithm.build.minibatch_size")
     return AlgorithmParts(
         policy=actor,

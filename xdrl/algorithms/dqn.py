@@ -1,4 +1,5 @@
-"""DQN: TorchRL's DQNLoss on a QValueActor, epsilon-greedy exploration, replay buffer, target network."""
+"""DQN: TorchRL's DQNLoss on a QValueActor, epsilon-greedy exploration, replay buffer and
+target network."""
 
 from __future__ import annotations
 
@@ -47,17 +48,29 @@ def build(
     """
     require_discrete(env, "dqn")
     if not 0 <= eps_end <= eps_init <= 1:
-        raise ConfigError("algorithm.build.eps_end",
-                          f"need 0 <= eps_end <= eps_init <= 1, got {eps_end} and {eps_init}")
+        raise ConfigError(
+            "algorithm.build.eps_end",
+            f"need 0 <= eps_end <= eps_init <= 1, got {eps_end} and {eps_init}",
+        )
     actor = q_value_actor(env, q_cells, activation_class(activation), device)
-    greedy = EGreedyModule(env.full_action_spec_unbatched["action"], eps_init=float(eps_init),
-                           eps_end=float(eps_end), annealing_num_steps=max(1, eps_annealing_frames),
-                           device=device)
-    loss = DQNLoss(actor, loss_function=loss_function, delay_value=True, double_dqn=double_dqn,
-                   action_space=env.full_action_spec_unbatched["action"])
+    greedy = EGreedyModule(
+        env.full_action_spec_unbatched["action"],
+        eps_init=float(eps_init),
+        eps_end=float(eps_end),
+        annealing_num_steps=max(1, eps_annealing_frames),
+        device=device,
+    )
+    loss = DQNLoss(
+        actor,
+        loss_function=loss_function,
+        delay_value=True,
+        double_dqn=double_dqn,
+        action_space=env.full_action_spec_unbatched["action"],
+    )
     loss.make_value_estimator(gamma=gamma)
-    updater = target_updater(loss, target_update=target_update, tau=tau,
-                             hard_update_interval=hard_update_interval)
+    updater = target_updater(
+        loss, target_update=target_update, tau=tau, hard_update_interval=hard_update_interval
+    )
     buffer = replay_buffer(buffer_size, batch_size)
     return AlgorithmParts(
         policy=TensorDictSequential(actor, greedy),

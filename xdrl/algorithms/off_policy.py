@@ -19,7 +19,9 @@ def replay_buffer(buffer_size: int, batch_size: int) -> ReplayBufferTrainer:
     if buffer_size < 1:
         raise ConfigError(f"{KEY}.buffer_size", f"must be positive, got {buffer_size}")
     if not 1 <= batch_size <= buffer_size:
-        raise ConfigError(f"{KEY}.batch_size", f"must be in [1, buffer_size={buffer_size}], got {batch_size}")
+        raise ConfigError(
+            f"{KEY}.batch_size", f"must be in [1, buffer_size={buffer_size}], got {batch_size}"
+        )
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(buffer_size), batch_size=batch_size)
     return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
 
@@ -32,20 +34,22 @@ def optim_steps(utd: float, frames_per_batch: int) -> int:
 
 
 def target_updater(loss_module, *, target_update: str, tau: float, hard_update_interval: int):
-    """A SoftUpdate (Polyak ``tau`` every step) or HardUpdate (copy every ``hard_update_interval`` steps)."""
+    """SoftUpdate (Polyak ``tau`` per step) or HardUpdate (copy every ``hard_update_interval``)."""
     if target_update == "soft":
         if not 0 < tau <= 1:
             raise ConfigError(f"{KEY}.tau", f"must be in (0, 1], got {tau}")
         return SoftUpdate(loss_module, tau=tau)
     if target_update == "hard":
         if hard_update_interval < 1:
-            raise ConfigError(f"{KEY}.hard_update_interval", f"must be positive, got {hard_update_interval}")
+            raise ConfigError(
+                f"{KEY}.hard_update_interval", f"must be positive, got {hard_update_interval}"
+            )
         return HardUpdate(loss_module, value_network_update_interval=hard_update_interval)
     raise ConfigError(f"{KEY}.target_update", f"must be 'soft' or 'hard', got {target_update!r}")
 
 
 def off_policy_hooks(buffer: ReplayBufferTrainer, updater) -> list[tuple[str | None, Any]]:
-    """Extend the buffer with each batch, sample one minibatch per optimizer step, then update targets."""
+    """Extend the buffer per batch, sample a minibatch per optimizer step, then update targets."""
     return [
         ("batch_process", buffer.extend),
         ("process_optim_batch", buffer.sample),
@@ -54,7 +58,7 @@ def off_policy_hooks(buffer: ReplayBufferTrainer, updater) -> list[tuple[str | N
 
 
 class ExplorationAnnealingHook(TrainerHookBase):
-    """Anneal an exploration module (``EGreedyModule``, ``AdditiveGaussianModule``) by collected frames.
+    """Anneal an exploration module (``EGreedyModule``, ``AdditiveGaussianModule``) by frames.
 
     TorchRL's modules anneal through ``module.step(frames)``; ``DQNTrainer`` does it in a private
     method, so this hook does the same for a plain Trainer: at ``post_steps`` it steps the module
@@ -64,7 +68,8 @@ class ExplorationAnnealingHook(TrainerHookBase):
         module: the exploration module; its ``step(frames)`` advances the schedule.
 
     Example:
-        >>> ExplorationAnnealingHook(EGreedyModule(spec, annealing_num_steps=10_000)).register(trainer)
+        >>> greedy = EGreedyModule(spec, annealing_num_steps=10_000)
+        >>> ExplorationAnnealingHook(greedy).register(trainer)
     """
 
     def __init__(self, module) -> None:

@@ -45,9 +45,15 @@ def build(
     actor = stochastic_actor(env, actor_cells, act, device)
     qvalue = action_value(env, critic_cells, act, device)
     loss = SACLoss(
-        actor, qvalue, num_qvalue_nets=2, loss_function=loss_function, alpha_init=alpha_init,
-        fixed_alpha=fixed_alpha, target_entropy=target_entropy,
-        action_spec=env.full_action_spec_unbatched["action"], delay_qvalue=True,
+        actor,
+        qvalue,
+        num_qvalue_nets=2,
+        loss_function=loss_function,
+        alpha_init=alpha_init,
+        fixed_alpha=fixed_alpha,
+        target_entropy=target_entropy,
+        action_spec=env.full_action_spec_unbatched["action"],
+        delay_qvalue=True,
     )
     loss.make_value_estimator(gamma=gamma)
     updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1)

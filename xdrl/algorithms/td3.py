@@ -55,12 +55,16 @@ class DelayedActorStepper(DetachedOptimizationStepper):
             total = total + loss_actor
             self._last_actor_loss = loss_actor.detach()
         total.backward()
-        grad_norm = self._compute_and_clip_grad_norm(trainer.optimizer, trainer.clip_grad_norm,
-                                                     trainer.clip_norm)
+        grad_norm = self._compute_and_clip_grad_norm(
+            trainer.optimizer, trainer.clip_grad_norm, trainer.clip_norm
+        )
         trainer.optimizer.step()
         trainer.optimizer.zero_grad(set_to_none=True)
-        return TensorDict(loss_qvalue=loss_qvalue.detach(), loss_actor=self._last_actor_loss,
-                          grad_norm=torch.tensor(grad_norm))
+        return TensorDict(
+            loss_qvalue=loss_qvalue.detach(),
+            loss_actor=self._last_actor_loss,
+            grad_norm=torch.tensor(grad_norm),
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {"count": self.count}
@@ -104,14 +108,22 @@ def build(
     actor = deterministic_actor(env, actor_cells, act, device)
     qvalue = action_value(env, critic_cells, act, device)
     loss = TD3Loss(
-        actor, qvalue, action_spec=env.full_action_spec_unbatched["action"], num_qvalue_nets=2,
-        policy_noise=policy_noise * scale, noise_clip=noise_clip * scale,
-        loss_function=loss_function, delay_actor=True, delay_qvalue=True,
+        actor,
+        qvalue,
+        action_spec=env.full_action_spec_unbatched["action"],
+        num_qvalue_nets=2,
+        policy_noise=policy_noise * scale,
+        noise_clip=noise_clip * scale,
+        loss_function=loss_function,
+        delay_actor=True,
+        delay_qvalue=True,
     )
     loss.make_value_estimator(gamma=gamma)
     noise = AdditiveGaussianModule(
-        env.full_action_spec_unbatched["action"], sigma_init=float(exploration_noise * scale),
-        sigma_end=float(exploration_noise * scale), device=device,
+        env.full_action_spec_unbatched["action"],
+        sigma_init=float(exploration_noise * scale),
+        sigma_end=float(exploration_noise * scale),
+        device=device,
     )
     updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1)
     buffer = replay_buffer(buffer_size, batch_size)

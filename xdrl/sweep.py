@@ -86,8 +86,12 @@ def _job_identity(job_dir: Path) -> tuple[int | None, list[str]]:
 def read_job(job_dir: Path, hide: set[str] | frozenset[str] = frozenset()) -> JobRow:
     """The row of one job folder; a missing or unreadable ``summary.json`` means it failed."""
     num, overrides = _job_identity(job_dir)
-    row = JobRow(num=num, dir=job_dir.name, overrides=[o for o in overrides if o not in hide],
-                 status="failed")
+    row = JobRow(
+        num=num,
+        dir=job_dir.name,
+        overrides=[o for o in overrides if o not in hide],
+        status="failed",
+    )
     try:
         summary = _read_json(job_dir / SUMMARY_FILE)
     except FileNotFoundError:
@@ -110,8 +114,10 @@ def find_job_dirs(sweep_dir: Path) -> list[Path]:
     if not sweep_dir.is_dir():
         return []
     return sorted(
-        d for d in sweep_dir.iterdir()
-        if d.is_dir() and not d.name.startswith(".")
+        d
+        for d in sweep_dir.iterdir()
+        if d.is_dir()
+        and not d.name.startswith(".")
         and ((d / ".hydra").is_dir() or (d / SUMMARY_FILE).is_file())
     )
 
@@ -132,8 +138,9 @@ def _read_optuna_best(sweep_dir: Path) -> dict[str, Any] | None:
     return {k: v for k, v in data.items() if k != "name"}
 
 
-def summarize_sweep(sweep_dir: str | Path, objective: str | None = None,
-                    hide_overrides: list[str] | None = None) -> SweepSummaryData:
+def summarize_sweep(
+    sweep_dir: str | Path, objective: str | None = None, hide_overrides: list[str] | None = None
+) -> SweepSummaryData:
     """Read every job of ``sweep_dir`` back; ``hide_overrides`` are left out of each row."""
     sweep_dir = Path(sweep_dir)
     hide = set(hide_overrides or [])
@@ -141,7 +148,9 @@ def summarize_sweep(sweep_dir: str | Path, objective: str | None = None,
     jobs.sort(key=lambda j: (j.num is None, j.num if j.num is not None else 0, j.dir))
     submitted = _count_submissions(sweep_dir)
     return SweepSummaryData(
-        sweep_dir=str(sweep_dir), objective=objective, jobs=jobs,
+        sweep_dir=str(sweep_dir),
+        objective=objective,
+        jobs=jobs,
         best=_read_optuna_best(sweep_dir),
         unaccounted_submissions=max(0, submitted - len(jobs)),
     )
@@ -163,15 +172,22 @@ def format_table(data: SweepSummaryData) -> str:
     for job in data.jobs:
         status = job.status + (" (resumed)" if job.resumed_from else "")
         status += f" ({job.error})" if job.error else ""
-        cells = [_fmt(job.num), _fmt(" ".join(job.overrides)), status,
-                 _fmt(job.total_frames), _fmt(job.wall_time_s),
-                 *(_fmt(job.metrics.get(k)) for k in keys)]
+        cells = [
+            _fmt(job.num),
+            _fmt(" ".join(job.overrides) or None),
+            status,
+            _fmt(job.total_frames),
+            _fmt(job.wall_time_s),
+            *(_fmt(job.metrics.get(k)) for k in keys),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     completed = sum(job.status == "completed" for job in data.jobs)
     lines += ["", f"{completed}/{len(data.jobs)} jobs completed in {data.sweep_dir}"]
     if data.unaccounted_submissions:
-        lines.append(f"{data.unaccounted_submissions} submitted job(s) left no job folder: see "
-                     f"{Path(data.sweep_dir) / SUBMITIT_DIR}")
+        lines.append(
+            f"{data.unaccounted_submissions} submitted job(s) left no job folder: see "
+            f"{Path(data.sweep_dir) / SUBMITIT_DIR}"
+        )
     if data.best is not None:
         lines.append(f"Optuna best: {json.dumps(data.best, sort_keys=True, default=str)}")
     if data.note:
@@ -185,8 +201,10 @@ def write_sweep_summary(data: SweepSummaryData) -> tuple[Path, Path]:
     sweep_dir.mkdir(parents=True, exist_ok=True)
     md, js = sweep_dir / TABLE_MD, sweep_dir / TABLE_JSON
     payload = {**asdict(data), "metric_keys": data.metric_keys()}
-    for path, text in ((md, format_table(data)),
-                       (js, json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")):
+    for path, text in (
+        (md, format_table(data)),
+        (js, json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n"),
+    ):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)
         os.replace(tmp, path)

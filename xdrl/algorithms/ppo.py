@@ -27,11 +27,43 @@ def minibatch_buffer(frames_per_batch: int, minibatch_size: int, key: str) -> Re
     return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
 
 
-def on_policy_hooks(loss_module, buffer: ReplayBufferTrainer, *, advantage_every_epoch: bool):
-    """GAE then buffer extend (per batch, or per epoch), and minibatch sampling."""
+TRAIN_REWARD_KEY = "train_reward"
+
+
+class RewardScale:
+    """Write ``("next", "train_reward") = scale * ("next", "reward")`` for the value targets.
+
+    The loss learns from the scaled copy while every logged reward stays in the env's units
+    (TorchRL's ``RewardScaling`` transform would rescale the logged and evaluated rewards too).
+    """
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def __call__(self, batch):
+        batch.set(("next", TRAIN_REWARD_KEY), batch.get(("next", "reward")) * self.scale)
+        return batch
+
+
+def use_reward_scale(loss_module, reward_scale: float, key: str) -> list:
+    """Point the loss and its value estimator at the scaled reward (call after
+    ``make_value_estimator``); returns the batch_process hook that writes it."""
+    if reward_scale <= 0:
+        raise ConfigError(key, f"must be positive, got {reward_scale}")
+    if reward_scale == 1.0:
+        return []
+    loss_module.set_keys(reward=TRAIN_REWARD_KEY)
+    loss_module.value_estimator.set_keys(reward=TRAIN_REWARD_KEY)
+    return [("batch_process", RewardScale(reward_scale))]
+
+
+def on_policy_hooks(loss_module, buffer: ReplayBufferTrainer, *, advantage_every_epoch: bool,
+                    scale_hooks: list | None = None):
+    """Reward scaling, GAE then buffer extend (per batch, or per epoch), minibatch sampling."""
     value_hook = ValueEstimatorHook(loss_module.value_estimator)
     stage = "pre_epoch" if advantage_every_epoch else "batch_process"
     return [
+        *(scale_hooks or []),
         (stage, value_hook),
         (stage, buffer.extend),
         ("process_optim_batch", buffer.sample),
@@ -55,6 +87,7 @@ def build(
     epochs: int = 10,
     minibatch_size: int = 64,
     advantage_every_epoch: bool = False,
+    reward_scale: float = 1.0,
 ) -> AlgorithmParts:
     """Build PPO for ``env`` (discrete or continuous actions).
 
@@ -73,6 +106,7 @@ def build(
     )
     loss.make_value_estimator(GAE, gamma=gamma, lmbda=lmbda, value_network=critic,
                               average_gae=False, device=device)
+    scale_hooks = use_reward_scale(loss, reward_scale, "algorithm.build.reward_scale")
     buffer = minibatch_buffer(frames_per_batch, minibatch_size, "algorithm.build.minibatch_size")
     return AlgorithmParts(
         policy=actor,
@@ -80,6 +114,7 @@ def build(
         loss_module=loss,
         optim_steps_per_batch=frames_per_batch // minibatch_size,
         num_epochs=epochs,
-        hooks=on_policy_hooks(loss, buffer, advantage_every_epoch=advantage_every_epoch),
+        hooks=on_policy_hooks(loss, buffer, advantage_every_epoch=advantage_every_epoch,
+                              scale_hooks=scale_hooks),
         modules={"replay_buffer": buffer},
     )

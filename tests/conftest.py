@@ -33,9 +33,7 @@ SMALL = [
 def compose_config(overrides: list[str], run_dir: Path) -> DictConfig:
     """The config ``xdrl-train <overrides>`` would run, writing into ``run_dir``."""
     with initialize_config_module("xdrl.conf", version_base="1.3"):
-        return compose(
-            "config", overrides=[*overrides, f"run_dir={run_dir}", "exp_name=test"]
-        )
+        return compose("config", overrides=[*overrides, f"run_dir={run_dir}", "exp_name=test"])
 
 
 @pytest.fixture
@@ -48,12 +46,14 @@ def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
     return _make
 
 
-def run_cli(args: list[str], cwd: Path, env: dict[str, str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """Run the installed ``xdrl-train`` console script as a user would."""
     full_env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
-    return subprocess.run([XDRL_TRAIN, *args], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [XDRL_TRAIN, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def read_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:

@@ -27,8 +27,12 @@ def test_default_job_writes_config_logs_and_summary(tmp_path: Path) -> None:
     assert "eval/deterministic/reward/episode_reward_mean" in summary["eval"]
     scalars = read_scalars(run_dir / "logs")
     assert scalars["counters/total_frames"] == [(0, 0.0), (256, 256.0), (512, 512.0)]
-    for key in ("collection/agents/reward/reward_mean", "train/agents/loss_objective",
-                "timers/fps", "eval/deterministic/reward/episode_reward_mean"):
+    for key in (
+        "collection/agents/reward/reward_mean",
+        "train/agents/loss_objective",
+        "timers/fps",
+        "eval/deterministic/reward/episode_reward_mean",
+    ):
         assert key in scalars, sorted(scalars)
     # evaluated before training (step 0) and at the end (512)
     eval_steps = [s for s, _ in scalars["eval/deterministic/reward/episode_reward_mean"]]
@@ -51,8 +55,9 @@ def test_continuous_env_trains_with_the_same_algorithm_file(tmp_path: Path) -> N
         ("+algorithm.build.clip_epsilo=0.1", "algorithm.build"),
     ],
 )
-def test_bad_config_stops_before_training_with_one_line(tmp_path: Path, override: str,
-                                                       key: str) -> None:
+def test_bad_config_stops_before_training_with_one_line(
+    tmp_path: Path, override: str, key: str
+) -> None:
     result = run_cli([*SMALL, override], cwd=tmp_path, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
@@ -80,7 +85,9 @@ def test_fast_startup_commands(flag: str, tmp_path: Path) -> None:
     elapsed = time.perf_counter() - start
     assert result.returncode == 0, result.stderr
     assert "env" in result.stdout
-    assert elapsed < 5  # the README's figure is measured by scripts/bench_startup.py; this guards imports
+    assert (
+        elapsed < 5
+    )  # the README's figure is measured by scripts/bench_startup.py; this guards imports
 
 
 def test_help_does_not_import_heavy_libraries() -> None:

@@ -235,7 +235,7 @@ def test_progress_metrics_keep_last_reward():
     )
     counters(_batch())
     out = progress(_batch(done=torch.zeros(2, 4, dtype=torch.bool)))
-    assert REWARD_MEAN not in out  # no episode ended: the bar keeps its value, nothing stale is logged
+    assert REWARD_MEAN not in out  # no episode ended: the bar keeps its value, nothing stale
     assert progress.last_episode_reward == pytest.approx(14.0 / 3.0)
     assert out["counters/total_frames"] == 16 and out["log_pbar"] is True
     restored = LoggingProgressMetricsHook(group="agents", counters_hook=counters)

@@ -34,8 +34,14 @@ def _checkpoints(run_dir: Path) -> list[Path]:
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([XDRL_TRAIN, *args], cwd=cwd, env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [XDRL_TRAIN, *args],
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -56,7 +62,7 @@ def _kill_after_second_checkpoint(args: list[str], cwd: Path, run_dir: Path) -> 
 
 
 def _strictly_increasing(steps: list[int]) -> bool:
-    return all(b > a for a, b in zip(steps, steps[1:]))
+    return all(b > a for a, b in zip(steps, steps[1:], strict=False))
 
 
 @pytest.mark.parametrize("logging", ["csv", "wandb"])
@@ -91,8 +97,13 @@ def test_sigkill_then_restart_resumes_without_duplicate_steps(tmp_path: Path, lo
 
 def test_sigterm_checkpoints_then_restart_continues(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    args = [*ARGS, "total_frames=100000", "checkpoint.interval_frames=100000",
-            "logging=csv", f"hydra.run.dir={run_dir}"]
+    args = [
+        *ARGS,
+        "total_frames=100000",
+        "checkpoint.interval_frames=100000",
+        "logging=csv",
+        f"hydra.run.dir={run_dir}",
+    ]
     proc = _start(args, tmp_path)
     _wait_for(lambda: any((run_dir / "logs").rglob("total_frames.csv")), proc)
     proc.send_signal(signal.SIGTERM)
@@ -104,8 +115,10 @@ def test_sigterm_checkpoints_then_restart_continues(tmp_path: Path) -> None:
     assert 0 < stopped_at < 100000
     assert _checkpoints(run_dir)[-1].name.endswith(f"{stopped_at:012d}")
 
-    result = run_cli([*args[:-4], f"total_frames={stopped_at + 512}", "logging=csv",
-                      f"hydra.run.dir={run_dir}"], cwd=tmp_path)
+    result = run_cli(
+        [*args[:-4], f"total_frames={stopped_at + 512}", "logging=csv", f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     summary = read_summary(run_dir)
     assert summary["total_frames"] == stopped_at + 512
@@ -120,8 +133,9 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous(tmp_path: Path) ->
     for payload in (latest / "components").rglob("*.memmap"):
         payload.write_bytes(b"\0")  # truncated mid-write
     shutil.rmtree(latest / "components" / next(iter(os.listdir(latest / "components"))))
-    result = run_cli([*args[:-3], "total_frames=1536", "logging=none", f"hydra.run.dir={run_dir}"],
-                     cwd=tmp_path)
+    result = run_cli(
+        [*args[:-3], "total_frames=1536", "logging=none", f"hydra.run.dir={run_dir}"], cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     summary = read_summary(run_dir)
     assert summary["resumed_from"] == str(previous)
@@ -133,8 +147,16 @@ def test_resume_from_another_run_dir(tmp_path: Path) -> None:
     args = [*ARGS, "total_frames=512", "logging=none"]
     assert run_cli([*args, f"hydra.run.dir={first}"], cwd=tmp_path).returncode == 0
     second = tmp_path / "second"
-    result = run_cli([*args[:-2], "total_frames=1024", "logging=none", f"resume={first}",
-                      f"hydra.run.dir={second}"], cwd=tmp_path)
+    result = run_cli(
+        [
+            *args[:-2],
+            "total_frames=1024",
+            "logging=none",
+            f"resume={first}",
+            f"hydra.run.dir={second}",
+        ],
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     summary = read_summary(second)
     assert summary["total_frames"] == 1024 and str(first) in summary["resumed_from"]

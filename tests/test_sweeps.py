@@ -16,6 +16,8 @@ from xdrl.sweep import SweepSummary, format_table, summarize_sweep
 TINY = [o for o in SMALL if not o.startswith("total_frames=")] + [
     "total_frames=256",
     "logging=none",
+    "checkpoint=none",
+    "eval.before_training=false",
 ]
 
 

@@ -17,8 +17,13 @@ def offline_runs(save_dir: Path) -> list[Path]:
 
 def read_records(run: Path) -> list[dict]:
     """Every record of one run's ``.wandb`` transaction log, as wandb decodes it."""
-    out = subprocess.run([WANDB, "leet", "inspect", "--json", str(run)], capture_output=True,
-                         text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [WANDB, "leet", "inspect", "--json", str(run)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 

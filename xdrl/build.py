@@ -72,8 +72,12 @@ def _check_sizes(cfg: DictConfig) -> None:
     _positive(cfg.frames_per_batch, "frames_per_batch")
     batches = -(-cfg.total_frames // cfg.frames_per_batch)
     if batches * cfg.frames_per_batch != cfg.total_frames:
-        log.info("total_frames %d rounded up to %d (a whole number of %d-frame batches)",
-                 cfg.total_frames, batches * cfg.frames_per_batch, cfg.frames_per_batch)
+        log.info(
+            "total_frames %d rounded up to %d (a whole number of %d-frame batches)",
+            cfg.total_frames,
+            batches * cfg.frames_per_batch,
+            cfg.frames_per_batch,
+        )
         cfg.total_frames = batches * cfg.frames_per_batch
     if cfg.frames_per_batch % cfg.env.num_envs:
         raise ConfigError(
@@ -110,8 +114,13 @@ def _first_line(err: BaseException) -> str:
 def build_algorithm(cfg: DictConfig, env: Any) -> AlgorithmParts:
     """The algorithm's policy, loss and hooks for ``env``."""
     log.info("Instantiating algorithm <%s>", cfg.algorithm.build._target_)
-    return _instantiate(cfg.algorithm.build, "algorithm.build", env=env,
-                        frames_per_batch=cfg.frames_per_batch, device=cfg.device)
+    return _instantiate(
+        cfg.algorithm.build,
+        "algorithm.build",
+        env=env,
+        frames_per_batch=cfg.frames_per_batch,
+        device=cfg.device,
+    )
 
 
 def build_logger(cfg: DictConfig, resume_dir: str | None = None) -> Any:
@@ -147,20 +156,29 @@ def _sweep_group() -> str | None:
     return "/".join(hydra_cfg.sweep.dir.rstrip("/").split("/")[-2:])
 
 
-def build_evaluation(cfg: DictConfig, env_factory: Any, parts: AlgorithmParts, logger: Any,
-                     envs: list[Any]) -> LoggingEvaluationHookSet | None:
+def build_evaluation(
+    cfg: DictConfig, env_factory: Any, parts: AlgorithmParts, logger: Any, envs: list[Any]
+) -> LoggingEvaluationHookSet | None:
     """The evaluation hook set on its own env (one episode per evaluation env)."""
     ev = cfg.eval
     if not ev.enabled:
         return None
-    eval_env = env_factory(num_envs=ev.episodes, seed=cfg.seed + 10_000, device=cfg.device,
-                           render=ev.render)
+    eval_env = env_factory(
+        num_envs=ev.episodes, seed=cfg.seed + 10_000, device=cfg.device, render=ev.render
+    )
     envs.append(eval_env)
     return LoggingEvaluationHookSet(
-        policy=parts.eval_policy, environment=eval_env, group=cfg.logging.group,
-        interval_frames=ev.interval_frames, max_steps=ev.max_steps,
-        deterministic=ev.deterministic, non_deterministic=ev.stochastic, render=ev.render,
-        video_fps=ev.video_fps, reduce_stats=cfg.logging.reduce_stats, logger=logger,
+        policy=parts.eval_policy,
+        environment=eval_env,
+        group=cfg.logging.group,
+        interval_frames=ev.interval_frames,
+        max_steps=ev.max_steps,
+        deterministic=ev.deterministic,
+        non_deterministic=ev.stochastic,
+        render=ev.render,
+        video_fps=ev.video_fps,
+        reduce_stats=cfg.logging.reduce_stats,
+        logger=logger,
     )
 
 
@@ -169,11 +187,11 @@ def _lr_schedule(cfg: DictConfig, optimizer: torch.optim.Optimizer) -> LRSchedul
     if schedule == "constant":
         return None
     if schedule != "linear":
-        raise ConfigError("algorithm.lr_schedule", f"must be 'constant' or 'linear', got {schedule!r}")
+        raise ConfigError(
+            "algorithm.lr_schedule", f"must be 'constant' or 'linear', got {schedule!r}"
+        )
     batches = max(1, -(-cfg.total_frames // cfg.frames_per_batch))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda i: max(0.0, 1.0 - i / batches)
-    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: max(0.0, 1.0 - i / batches))
     return LRSchedulerHook(scheduler, interval="batch")
 
 
@@ -197,14 +215,19 @@ def build_trainer(cfg: DictConfig) -> Run:
 
     # Collector
     collector = Collector(
-        train_env, parts.policy, frames_per_batch=cfg.frames_per_batch,
-        total_frames=cfg.total_frames, device=cfg.device,
-        init_random_frames=parts.init_random_frames, exploration_type=ExplorationType.RANDOM,
+        train_env,
+        parts.policy,
+        frames_per_batch=cfg.frames_per_batch,
+        total_frames=cfg.total_frames,
+        device=cfg.device,
+        init_random_frames=parts.init_random_frames,
+        exploration_type=ExplorationType.RANDOM,
     )
 
     # Optimizer
-    optimizer = _instantiate(cfg.algorithm.optimizer, "algorithm.optimizer",
-                             params=parts.loss_module.parameters())
+    optimizer = _instantiate(
+        cfg.algorithm.optimizer, "algorithm.optimizer", params=parts.loss_module.parameters()
+    )
 
     # Logger
     logger = build_logger(cfg, resume_dir)
@@ -218,24 +241,35 @@ def build_trainer(cfg: DictConfig) -> Run:
     # Trainer
     interactive = sys.stdout.isatty()
     trainer = Trainer(
-        collector=collector, total_frames=cfg.total_frames, frame_skip=cfg.env.frame_skip,
-        optim_steps_per_batch=parts.optim_steps_per_batch, loss_module=parts.loss_module,
+        collector=collector,
+        total_frames=cfg.total_frames,
+        frame_skip=cfg.env.frame_skip,
+        optim_steps_per_batch=parts.optim_steps_per_batch,
+        loss_module=parts.loss_module,
         optimizer=optimizer,
-        optimization_stepper=(parts.optimization_stepper
-                              or DetachedOptimizationStepper(parts.loss_components)),
-        logger=logger, clip_grad_norm=cfg.algorithm.max_grad_norm is not None,
-        clip_norm=cfg.algorithm.max_grad_norm, progress_bar=interactive,
-        num_epochs=parts.num_epochs, log_interval=0, auto_log_optim_steps=False,
-        checkpoint=checkpoint, checkpoint_rotation=rotation,
+        optimization_stepper=(
+            parts.optimization_stepper or DetachedOptimizationStepper(parts.loss_components)
+        ),
+        logger=logger,
+        clip_grad_norm=cfg.algorithm.max_grad_norm is not None,
+        clip_norm=cfg.algorithm.max_grad_norm,
+        progress_bar=interactive,
+        num_epochs=parts.num_epochs,
+        log_interval=0,
+        auto_log_optim_steps=False,
+        checkpoint=checkpoint,
+        checkpoint_rotation=rotation,
         save_trainer_interval=cfg.checkpoint.interval_frames if checkpoint else cfg.total_frames,
     )
 
     # Hooks: timers first, the algorithm's own, then xdrl's logging and evaluation
     eval_set = build_evaluation(cfg, env_factory, parts, logger, envs)
     hook_set = LoggingHookSet(
-        group=cfg.logging.group, frame_skip=cfg.env.frame_skip,
+        group=cfg.logging.group,
+        frame_skip=cfg.env.frame_skip,
         episode_reward_weights=reward_weights_of(train_env),
-        reduce_stats=cfg.logging.reduce_stats, eval_hook_set=eval_set,
+        reduce_stats=cfg.logging.reduce_stats,
+        eval_hook_set=eval_set,
     )
     hook_set.register(trainer)
     for stage, hook in parts.hooks:
@@ -249,8 +283,11 @@ def build_trainer(cfg: DictConfig) -> Run:
     if schedule is not None:
         schedule.register(trainer)
     if not interactive:
-        ProgressLineHook(cfg.total_frames, interval_s=cfg.logging.progress_interval_s,
-                         progress_hook=hook_set.progress_hook).register(trainer)
+        ProgressLineHook(
+            cfg.total_frames,
+            interval_s=cfg.logging.progress_interval_s,
+            progress_hook=hook_set.progress_hook,
+        ).register(trainer)
     is_wandb = type(logger).__name__ == "WandbLogger"
     WandbFlushHook(enabled=is_wandb).register(trainer)
     WandbFinishHook(enabled=is_wandb).register(trainer)
@@ -259,5 +296,10 @@ def build_trainer(cfg: DictConfig) -> Run:
     resumed = restore(trainer, candidates)
     if resumed is not None:
         train_env.set_seed(cfg.seed + int(trainer.collected_frames))
-    return Run(trainer=trainer, hook_set=hook_set, logger=logger, envs=envs,
-               resumed_from=str(resumed) if resumed else None)
+    return Run(
+        trainer=trainer,
+        hook_set=hook_set,
+        logger=logger,
+        envs=envs,
+        resumed_from=str(resumed) if resumed else None,
+    )

@@ -96,8 +96,11 @@ def restore(trainer: Any, candidates: list[Path]) -> Path | None:
         try:
             trainer.load_from_file(candidate)
         except Exception as err:  # noqa: BLE001 - any unreadable checkpoint falls back
-            log.warning("Checkpoint %s is unreadable (%s); trying the previous one",
-                        candidate, str(err).splitlines()[0] if str(err) else type(err).__name__)
+            log.warning(
+                "Checkpoint %s is unreadable (%s); trying the previous one",
+                candidate,
+                str(err).splitlines()[0] if str(err) else type(err).__name__,
+            )
             continue
         log.info("Resumed from %s at %d frames", candidate, trainer.collected_frames)
         return candidate

@@ -85,6 +85,30 @@ def _make_base(env_id: str, *, multi_objective: bool, device: str, frame_skip: i
         raise _missing_dependency(env_id, err) from err
 
 
+def _make_vector(env_id: str, num_envs: int, *, device: str, frame_skip: int,
+                 max_episode_steps: int | None, render: bool, make_kwargs: dict[str, Any]):
+    """``num_envs`` gymnasium envs as one :class:`~xdrl.vector_env.VectorGymEnv`, or None when
+    their spaces are not plain arrays (Dict/Tuple observations: the caller falls back to serial)."""
+    import gymnasium
+
+    from xdrl.vector_env import UnsupportedSpaceError, VectorGymEnv
+
+    kwargs = dict(make_kwargs)  # the same gymnasium.make arguments as _make_base
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
+    if render:
+        kwargs["render_mode"] = "rgb_array"
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    try:
+        return VectorGymEnv(env_id, num_envs, make_kwargs=kwargs, frame_skip=frame_skip,
+                            device=device)
+    except UnsupportedSpaceError as err:
+        log.info("env.batching=vector does not fit %s (%s); using serial", env_id, err)
+        return None
+    except (gymnasium.error.DependencyNotInstalled, ImportError, ModuleNotFoundError) as err:
+        raise _missing_dependency(env_id, err) from err
+
+
 def check_reward_weights(weights: Sequence[float], reward_dim: int, env_id: str) -> list[float]:
     """Validate a scalarization weight vector against the env's reward dimension."""
     key = "env.reward_weights"
@@ -139,7 +163,8 @@ def make_env(
     Args:
         id: registered gymnasium or MO-Gymnasium id.
         num_envs: environments stepped together (batch dimension of every step).
-        batching: ``serial`` (one process, fastest on few cores) or ``parallel`` (processes).
+        batching: ``vector`` (one TorchRL env over N gymnasium envs, numpy batching; fastest),
+            ``serial`` (``SerialEnv`` of ``GymEnv``) or ``parallel`` (processes).
         max_episode_steps: time limit override.
         frame_skip: action repeat.
         reward_weights: scalarization weights (multi-objective only); equal weights when None.
@@ -171,8 +196,9 @@ def make_env(
         raise ConfigError("env.num_envs", f"must be at least 1, got {num_envs}")
     if frame_skip < 1:
         raise ConfigError("env.frame_skip", f"must be at least 1, got {frame_skip}")
-    if batching not in ("serial", "parallel"):
-        raise ConfigError("env.batching", f"must be 'serial' or 'parallel', got {batching!r}")
+    if batching not in ("vector", "serial", "parallel"):
+        raise ConfigError("env.batching",
+                          f"must be 'vector', 'serial' or 'parallel', got {batching!r}")
     multi_objective = is_multi_objective(id)
     if reward_weights is not None and not multi_objective:
         raise ConfigError("env.reward_weights", f"{id} has a scalar reward; set it to null")
@@ -182,10 +208,17 @@ def make_env(
                           frame_skip=frame_skip, max_episode_steps=max_episode_steps,
                           render=render, make_kwargs=dict(make_kwargs or {}))
 
-    probe = make_one()  # fails fast (and in this process) on a missing package
+    base = None
+    if batching == "vector":
+        base = _make_vector(id, num_envs, device=device, frame_skip=frame_skip,
+                            max_episode_steps=max_episode_steps, render=render,
+                            make_kwargs=dict(make_kwargs or {}))
+    probe = base if base is not None else make_one()  # fails fast (and in this process) on a missing package
     reward_dim = int(probe.reward_spec.shape[-1]) if multi_objective else 1
     casts = _observation_casts(probe.observation_spec)
-    if num_envs == 1:
+    if base is not None:
+        pass
+    elif num_envs == 1:
         base = probe
     else:
         probe.close()

@@ -138,12 +138,19 @@ class WandbLogger(_TorchRLWandbLogger):
         self._step_file = Path(save_dir) / _WANDB_STEP_FILE
         self._resumed_step = _read_int(self._step_file)
         self._written_step = self._resumed_step
-        super().__init__(exp_name, save_dir=save_dir, project=project,
-                         id=id or stable_run_id(save_dir), video_fps=video_fps,
-                         log_env_packages=False, **kwargs)
+        super().__init__(
+            exp_name,
+            save_dir=save_dir,
+            project=project,
+            id=id or stable_run_id(save_dir),
+            video_fps=video_fps,
+            log_env_packages=False,
+            **kwargs,
+        )
 
-    def log_scalar(self, name: str, value: float, step: int | None = None,
-                   commit: bool = False, **_: Any) -> None:
+    def log_scalar(
+        self, name: str, value: float, step: int | None = None, commit: bool = False, **_: Any
+    ) -> None:
         """Add ``name`` to the row of ``step``; the row is committed by ``WandbFlushHook``."""
         if step is not None:
             if step <= self._resumed_step:
@@ -160,8 +167,9 @@ class WandbLogger(_TorchRLWandbLogger):
 
         step = kwargs.pop("step", None)
         fps = kwargs.pop("fps", self.video_fps)
-        self.experiment.log({name: wandb.Video(video.cpu().numpy(), fps=fps, format="mp4")},
-                            step=step, commit=False)
+        self.experiment.log(
+            {name: wandb.Video(video.cpu().numpy(), fps=fps, format="mp4")}, step=step, commit=False
+        )
 
     def log_hparams(self, cfg: Mapping[str, Any]) -> None:
         """Store the resolved config (nested) as the run's config."""

@@ -39,6 +39,10 @@ def supports(env: gymnasium.Env) -> bool:
     )
 
 
+class UnsupportedSpaceError(TypeError):
+    """The env has Dict/Tuple (or other non-array) observation or action spaces."""
+
+
 class VectorGymEnv(EnvBase):
     """``num_envs`` gymnasium (or MO-Gymnasium) envs as one TorchRL env of batch size ``[N]``.
 
@@ -97,7 +101,9 @@ class VectorGymEnv(EnvBase):
     # Specs
     def _make_specs(self, env: gymnasium.Env) -> None:
         if not supports(env):
-            raise TypeError(
+            for env_ in self._envs:
+                env_.close()
+            raise UnsupportedSpaceError(
                 f"{self.__class__.__name__} needs array observation and action spaces, got "
                 f"{env.observation_space} / {env.action_space}; use a SerialEnv of GymEnv"
             )

@@ -93,21 +93,32 @@ def require_continuous(env, algorithm: str) -> None:
         )
 
 
+def orthogonal_init(mlp: nn.Module, last_gain: float) -> nn.Module:
+    """PPO's usual initialization: orthogonal weights (gain sqrt 2 in hidden layers,
+    ``last_gain`` in the output layer) and zero biases; a small ``last_gain`` starts the policy
+    near uniform, which keeps early updates stable."""
+    linears = [m for m in mlp.modules() if isinstance(m, nn.Linear)]
+    for i, layer in enumerate(linears):
+        nn.init.orthogonal_(layer.weight, gain=last_gain if i == len(linears) - 1 else 2**0.5)
+        nn.init.zeros_(layer.bias)
+    return mlp
+
+
 def stochastic_actor(env, cells: Sequence[int], act: type[nn.Module], device: str) -> ProbabilisticActor:
     """A categorical actor for discrete actions, a tanh-normal one for continuous actions."""
     spec = env.action_spec_unbatched
     obs_dim = observation_dim(env)
     if is_discrete(env):
-        net = MLP(in_features=obs_dim, out_features=int(spec.space.n), num_cells=list(cells),
-                  activation_class=act, device=device)
+        net = orthogonal_init(MLP(in_features=obs_dim, out_features=int(spec.space.n),
+                                  num_cells=list(cells), activation_class=act, device=device), 0.01)
         module = TensorDictModule(net, in_keys=["observation"], out_keys=["logits"])
         return ProbabilisticActor(module, in_keys=["logits"], spec=env.full_action_spec_unbatched,
                                   distribution_class=torch.distributions.Categorical,
                                   return_log_prob=True)
     action_dim = int(spec.shape[-1])
     net = nn.Sequential(
-        MLP(in_features=obs_dim, out_features=2 * action_dim, num_cells=list(cells),
-            activation_class=act, device=device),
+        orthogonal_init(MLP(in_features=obs_dim, out_features=2 * action_dim,
+                            num_cells=list(cells), activation_class=act, device=device), 0.01),
         NormalParamExtractor(),
     )
     module = TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"])
@@ -121,8 +132,8 @@ def stochastic_actor(env, cells: Sequence[int], act: type[nn.Module], device: st
 
 def state_value(env, cells: Sequence[int], act: type[nn.Module], device: str) -> ValueOperator:
     """A state-value critic V(s)."""
-    net = MLP(in_features=observation_dim(env), out_features=1, num_cells=list(cells),
-              activation_class=act, device=device)
+    net = orthogonal_init(MLP(in_features=observation_dim(env), out_features=1,
+                              num_cells=list(cells), activation_class=act, device=device), 1.0)
     return ValueOperator(net, in_keys=["observation"])
 
 

@@ -204,7 +204,8 @@ class ProgressLineHook(TrainerHookBase):
             return self.progress_hook.last_episode_reward
         history = getattr(self.trainer, "_log_dict", {})
         for key, values in history.items():
-            if key.startswith(COLLECTION_PREFIX) and key.endswith("/episode_reward_mean") and values:
+            fresh = key.startswith(COLLECTION_PREFIX) and key.endswith("/episode_reward_mean")
+            if fresh and values:
                 return float(values[-1])
         return None
 

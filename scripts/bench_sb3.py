@@ -1,0 +1,144 @@
+"""SB3 side of scripts/bench.py; runs with the bench venv's python (stable-baselines3 installed).
+
+Prints one JSON line: frames/s (evaluation excluded), time to the first deterministic eval mean
+>= 475, evaluation time, peak RSS. Workloads are RL-Zoo's: PPO CartPole-v1 (8 envs x 32 steps,
+batch 256, 20 epochs, GAE 0.98/0.8, lr and clip linear from 1e-3 / 0.2) and SAC Pendulum-v1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3 import PPO, SAC
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+
+def linear(start: float):
+    return lambda progress: progress * start
+
+
+class EvalTimer(BaseCallback):
+    """Evaluate every ``interval`` frames (20 deterministic episodes); time it separately."""
+
+    def __init__(self, eval_env, interval: int, episodes: int, threshold: float) -> None:
+        super().__init__()
+        self.eval_env, self.interval, self.episodes = eval_env, interval, episodes
+        self.threshold = threshold
+        self.eval_time = 0.0
+        self.start = time.perf_counter()
+        self.next_eval = interval
+        self.hit: dict | None = None
+        self.evals: list[dict] = []
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps < self.next_eval:
+            return True
+        self.next_eval += self.interval
+        t0 = time.perf_counter()
+        mean, _std = evaluate_policy(self.model, self.eval_env, n_eval_episodes=self.episodes,
+                                     deterministic=True)
+        elapsed = time.perf_counter() - t0
+        self.eval_time += elapsed
+        train_time = time.perf_counter() - self.start - self.eval_time
+        self.evals.append({"frames": self.num_timesteps, "mean": float(mean),
+                           "train_time_s": train_time, "eval_time_s": elapsed})
+        if mean >= self.threshold and self.hit is None:
+            self.hit = self.evals[-1]
+            return False  # stop: the mark is reached
+        return True
+
+
+def ppo(seed: int, n_envs: int = 8) -> PPO:
+    env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=seed)
+    return PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
+               n_epochs=20, ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2),
+               seed=seed, device="cpu", verbose=0)
+
+
+def sac(seed: int, n_envs: int, train_freq: int, gradient_steps: int) -> SAC:
+    env = make_vec_env("Pendulum-v1", n_envs=n_envs, seed=seed)
+    return SAC("MlpPolicy", env, learning_rate=3e-4, buffer_size=1_000_000, batch_size=256,
+               learning_starts=args.learning_starts, train_freq=train_freq,
+               gradient_steps=gradient_steps, policy_kwargs={"net_arch": [256, 256]},
+               seed=seed, device="cpu", verbose=0)
+
+
+def eval_time(seed: int, train_frames: int, episodes: int, weights_out: str | None) -> dict:
+    """Train PPO briefly, then time evaluate_policy on 1-env and ``episodes``-env eval envs."""
+    model = ppo(seed)
+    model.learn(train_frames)
+    out: dict = {}
+    for n in (1, episodes):
+        eval_env = DummyVecEnv([lambda: gym.make("CartPole-v1")] * n)
+        eval_env.seed(seed + 10_000)
+        evaluate_policy(model, eval_env, n_eval_episodes=2, deterministic=True)  # warm-up
+        t0 = time.perf_counter()
+        mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
+        out[f"eval_time_s_{n}env"] = time.perf_counter() - t0
+        out[f"eval_mean_{n}env"] = float(mean)
+    if weights_out:
+        policy = model.policy
+        layers = [m for m in policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
+        layers.append(policy.action_net)
+        torch.save([(m.weight.detach().clone(), m.bias.detach().clone()) for m in layers],
+                   weights_out)
+    return out
+
+
+def main() -> None:
+    global args
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["ppo-throughput", "time-to-475", "eval", "sac"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--frames", type=int, default=50_000)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--eval-interval", type=int, default=5_000)
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--weights-out", default=None)
+    parser.add_argument("--sac-envs", type=int, default=1)
+    parser.add_argument("--learning-starts", type=int, default=1_000)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    np.random.seed(args.seed)
+    result: dict = {"framework": "sb3", "mode": args.mode, "seed": args.seed}
+    if args.mode == "ppo-throughput":
+        model = ppo(args.seed)
+        t0 = time.perf_counter()
+        model.learn(args.frames)
+        elapsed = time.perf_counter() - t0
+        result.update(frames=model.num_timesteps, train_time_s=elapsed,
+                      frames_per_second=model.num_timesteps / elapsed)
+    elif args.mode == "time-to-475":
+        model = ppo(args.seed)
+        eval_env = DummyVecEnv([lambda: gym.make("CartPole-v1")])
+        eval_env.seed(args.seed + 10_000)
+        timer = EvalTimer(eval_env, args.eval_interval, args.episodes, 475.0)
+        timer.start = time.perf_counter()
+        model.learn(args.frames, callback=timer)
+        result.update(hit=timer.hit, evals=timer.evals,
+                      time_to_475_s=timer.hit["train_time_s"] if timer.hit else None,
+                      frames_to_475=timer.hit["frames"] if timer.hit else None)
+    elif args.mode == "eval":
+        result.update(eval_time(args.seed, args.frames, args.episodes, args.weights_out))
+    else:  # sac: UTD 1, one gradient step per env step
+        model = sac(args.seed, args.sac_envs, train_freq=1, gradient_steps=args.sac_envs)
+        t0 = time.perf_counter()
+        model.learn(args.frames)
+        elapsed = time.perf_counter() - t0
+        result.update(frames=model.num_timesteps, train_time_s=elapsed,
+                      frames_per_second=model.num_timesteps / elapsed)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

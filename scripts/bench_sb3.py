@@ -64,10 +64,10 @@ def ppo(seed: int, n_envs: int = 8) -> PPO:
                seed=seed, device="cpu", verbose=0)
 
 
-def sac(seed: int, n_envs: int, train_freq: int, gradient_steps: int) -> SAC:
+def sac(seed: int, n_envs: int, train_freq: int, gradient_steps: int, learning_starts: int) -> SAC:
     env = make_vec_env("Pendulum-v1", n_envs=n_envs, seed=seed)
     return SAC("MlpPolicy", env, learning_rate=3e-4, buffer_size=1_000_000, batch_size=256,
-               learning_starts=args.learning_starts, train_freq=train_freq,
+               learning_starts=learning_starts, train_freq=train_freq,
                gradient_steps=gradient_steps, policy_kwargs={"net_arch": [256, 256]},
                seed=seed, device="cpu", verbose=0)
 
@@ -95,7 +95,6 @@ def eval_time(seed: int, train_frames: int, episodes: int, weights_out: str | No
 
 
 def main() -> None:
-    global args
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["ppo-throughput", "time-to-475", "eval", "sac"])
     parser.add_argument("--seed", type=int, default=0)
@@ -130,7 +129,8 @@ def main() -> None:
     elif args.mode == "eval":
         result.update(eval_time(args.seed, args.frames, args.episodes, args.weights_out))
     else:  # sac: UTD 1, one gradient step per env step
-        model = sac(args.seed, args.sac_envs, train_freq=1, gradient_steps=args.sac_envs)
+        model = sac(args.seed, args.sac_envs, train_freq=1, gradient_steps=args.sac_envs,
+                    learning_starts=args.learning_starts)
         t0 = time.perf_counter()
         model.learn(args.frames)
         elapsed = time.perf_counter() - t0

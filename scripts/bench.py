@@ -1,0 +1,411 @@
+"""Benchmark xdrl-train against Stable-Baselines3 on the same workloads, side by side.
+
+SB3 runs in its own venv (``.bench-venv/``, created on first use with
+``pip install -c constraints-cpu.txt stable-baselines3``; nothing is installed into the
+project's venv) through ``scripts/bench_sb3.py``; xdrl runs as ``.venv/bin/xdrl-train``
+subprocesses (``summary.json``, CSV ``timers/*``) and, for the hook-overhead and evaluation
+modes, in this process. For every seed the two frameworks run one after the other, so machine
+load hits both alike; the ratios are the figures to read.
+
+Usage:
+    python scripts/bench.py --mode all --seeds 3      # ~20 min on 2 quiet cores
+    python scripts/bench.py --mode ppo-throughput --quick
+Writes ``bench-results/bench.json`` and ``bench-results/bench.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_VENV = ROOT / ".bench-venv"
+BENCH_PY = BENCH_VENV / "bin" / "python"
+XDRL_TRAIN = ROOT / ".venv" / "bin" / "xdrl-train"
+SB3_DRIVER = ROOT / "scripts" / "bench_sb3.py"
+MODES = ["ppo-throughput", "time-to-475", "eval", "hook-overhead", "sac", "startup"]
+EVAL_KEY = "eval/deterministic/reward/episode_reward_mean"
+
+
+# Environment set-up
+def ensure_bench_venv() -> None:
+    """Create .bench-venv with stable-baselines3 (CPU torch from constraints-cpu.txt)."""
+    if BENCH_PY.exists() and _run([str(BENCH_PY), "-c", "import stable_baselines3"]).returncode == 0:
+        return
+    print("creating .bench-venv (stable-baselines3, CPU torch)", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(BENCH_VENV)], check=True)
+    subprocess.run([str(BENCH_PY), "-m", "pip", "install", "--quiet", "-c",
+                    str(ROOT / "constraints-cpu.txt"), "stable-baselines3"], check=True)
+
+
+def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, **kwargs)
+
+
+def _timed(cmd: list[str]) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``cmd`` under /usr/bin/time; returns the process and its peak RSS in MB."""
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        wrapped = ["/usr/bin/time", "-f", "%M", "-o", rss.name, *cmd] if shutil.which("time") \
+            else cmd
+        proc = _run(wrapped)
+        text = Path(rss.name).read_text().strip().splitlines()
+    peak = float(text[-1]) / 1024 if text and text[-1].isdigit() else float("nan")
+    return proc, peak
+
+
+def sb3(mode: str, seed: int, *args: str) -> dict[str, Any]:
+    proc = _run([str(BENCH_PY), str(SB3_DRIVER), mode, "--seed", str(seed), *args])
+    if proc.returncode:
+        raise RuntimeError(f"SB3 {mode} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def xdrl(overrides: list[str], seed: int) -> dict[str, Any]:
+    """One xdrl-train run; summary.json plus the CSV scalars and the peak RSS."""
+    run_dir = Path(tempfile.mkdtemp(prefix="xdrl-bench-"))
+    cmd = [str(XDRL_TRAIN), f"seed={seed}", "checkpoint=none", f"hydra.run.dir={run_dir}",
+           *overrides]
+    proc, peak = _timed(cmd)
+    summary_path = run_dir / "summary.json"
+    if proc.returncode or not summary_path.exists():
+        raise RuntimeError(f"xdrl-train {' '.join(overrides)} failed:\n{proc.stderr[-3000:]}")
+    summary = json.loads(summary_path.read_text())
+    summary["scalars"] = _scalars(run_dir)
+    summary["peak_rss_mb"] = peak
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return summary
+
+
+def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    out: dict[str, list[tuple[int, float]]] = {}
+    for path in run_dir.glob("logs/*/scalars/**/*.csv"):
+        name = str(path.relative_to(next(run_dir.glob("logs/*/scalars")))).removesuffix(".csv")
+        with path.open() as f:
+            out[name] = [(int(float(r[0])), float(r[1])) for r in csv.reader(f) if r]
+    return out
+
+
+def _median(values: list[float | None]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+# Modes
+PPO_PRESET = ["experiment=cartpole_ppo"]
+
+
+def ppo_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
+    frames = 5_120 if quick else 12_800
+    rows = []
+    for seed in seeds:
+        s = sb3("ppo-throughput", seed, "--frames", str(frames))
+        x = xdrl([*PPO_PRESET, f"total_frames={frames}", "eval=none"], seed)
+        rows.append({"seed": seed, "sb3_fps": s["frames_per_second"],
+                     "xdrl_fps": x["frames_per_second"],
+                     "ratio": x["frames_per_second"] / s["frames_per_second"],
+                     "sb3_peak_rss_mb": s["peak_rss_mb"], "xdrl_peak_rss_mb": x["peak_rss_mb"]})
+        print(f"  ppo-throughput seed {seed}: {rows[-1]}", flush=True)
+    return {"frames": frames, "runs": rows, "sb3_fps": _median([r["sb3_fps"] for r in rows]),
+            "xdrl_fps": _median([r["xdrl_fps"] for r in rows]),
+            "ratio": _median([r["ratio"] for r in rows]), "target": ">= 2.0"}
+
+
+def _xdrl_time_to(summary: dict[str, Any], threshold: float) -> tuple[int | None, float | None]:
+    """First eval step with a mean >= threshold, and the iteration time summed up to it."""
+    evals = summary["scalars"].get(EVAL_KEY, [])
+    hit = next((step for step, value in evals if value >= threshold), None)
+    if hit is None:
+        return None, None
+    iterations = summary["scalars"].get("timers/iteration_time", [])
+    return hit, sum(value for step, value in iterations if step <= hit)
+
+
+def time_to_475(seeds: list[int], quick: bool) -> dict[str, Any]:
+    budget = 20_480 if quick else 40_960
+    rows = []
+    for seed in seeds:
+        s = sb3("time-to-475", seed, "--frames", str(budget))
+        x = xdrl([*PPO_PRESET, f"total_frames={budget}", "eval.interval_frames=5000",
+                  "eval.episodes=20", "eval.before_training=false"], seed)
+        frames, seconds = _xdrl_time_to(x, 475.0)
+        rows.append({"seed": seed, "sb3_time_s": s["time_to_475_s"],
+                     "sb3_frames": s["frames_to_475"], "xdrl_time_s": seconds,
+                     "xdrl_frames": frames})
+        print(f"  time-to-475 seed {seed}: {rows[-1]}", flush=True)
+    sb3_t = _median([r["sb3_time_s"] for r in rows])
+    x_t = _median([r["xdrl_time_s"] for r in rows])
+    return {"budget_frames": budget, "runs": rows, "sb3_time_s": sb3_t, "xdrl_time_s": x_t,
+            "ratio": x_t / sb3_t if sb3_t and x_t else None, "target": "<= 0.5",
+            "note": "unreached marks count as missing; median over the seeds that reached it"}
+
+
+def _xdrl_eval_time(weights: str, seed: int, batching: str, episodes: int) -> dict[str, float]:
+    """Time one evaluation (the hook xdrl-train uses) of SB3's trained actor weights."""
+    import torch
+
+    from xdrl.algorithms.ppo import build
+    from xdrl.envs import make_env
+    from xdrl.trainer_hooks.logging import LoggingEvaluationMetricsHook
+
+    torch.set_num_threads(1)
+    env = make_env("CartPole-v1", num_envs=episodes, seed=seed + 10_000, batching=batching)
+    actor = build(env, frames_per_batch=256).eval_policy
+    layers = [m for m in actor.modules() if isinstance(m, torch.nn.Linear)]
+    with torch.no_grad():
+        for layer, (weight, bias) in zip(layers, torch.load(weights), strict=True):
+            layer.weight.copy_(weight)
+            layer.bias.copy_(bias)
+    hook = LoggingEvaluationMetricsHook(
+        policy=actor, environment=env, group="agents", metric_subgroup="deterministic",
+        interval_frames=5_000, max_steps=500, deterministic=True, render=False, video_fps=30)
+    hook.run(step=0)  # warm-up
+    start = time.perf_counter()
+    metrics = hook.run(step=1)
+    elapsed = time.perf_counter() - start
+    env.close()
+    return {"eval_time_s": elapsed, "mean": metrics[EVAL_KEY]}
+
+
+def eval_speed(seeds: list[int], quick: bool) -> dict[str, Any]:
+    """SB3 trains PPO; both frameworks evaluate that same actor for 20 episodes."""
+    frames = 10_240 if quick else 30_720
+    rows = []
+    for seed in seeds:
+        with tempfile.NamedTemporaryFile(suffix=".pt") as weights:
+            s = sb3("eval", seed, "--frames", str(frames), "--weights-out", weights.name)
+            vector = _xdrl_eval_time(weights.name, seed, "vector", 20)
+            serial = _xdrl_eval_time(weights.name, seed, "serial", 20)
+        best_sb3 = min(s["eval_time_s_1env"], s["eval_time_s_20env"])
+        rows.append({"seed": seed, "sb3_1env_s": s["eval_time_s_1env"],
+                     "sb3_20env_s": s["eval_time_s_20env"], "sb3_mean": s["eval_mean_1env"],
+                     "xdrl_vector_s": vector["eval_time_s"], "xdrl_serial_s": serial["eval_time_s"],
+                     "xdrl_mean": vector["mean"], "ratio": vector["eval_time_s"] / best_sb3})
+        print(f"  eval seed {seed}: {rows[-1]}", flush=True)
+    return {"train_frames": frames, "runs": rows,
+            "sb3_s": _median([min(r["sb3_1env_s"], r["sb3_20env_s"]) for r in rows]),
+            "xdrl_s": _median([r["xdrl_vector_s"] for r in rows]),
+            "xdrl_serial_s": _median([r["xdrl_serial_s"] for r in rows]),
+            "ratio": _median([r["ratio"] for r in rows]), "target": "<= 1.0"}
+
+
+def _hookless(trainer: Any) -> None:
+    """Drop every op registered by xdrl's logging hooks (trainer_hooks.logging)."""
+    for name, value in vars(trainer).items():
+        if name.endswith("_ops") and isinstance(value, list):
+            value[:] = [op for op in value if not _is_logging_op(op)]
+
+
+def _is_logging_op(op: Any) -> bool:
+    fn = op[0] if isinstance(op, tuple) else op
+    fn = getattr(fn, "__wrapped__", fn)  # the Trainer wraps every hook in a timer
+    owner = getattr(fn, "__self__", fn)
+    return type(owner).__module__.startswith("xdrl.trainer_hooks.logging")
+
+
+def hook_overhead(seeds: list[int], quick: bool) -> dict[str, Any]:
+    """The same in-process Trainer with and without xdrl's logging hooks, alternated."""
+    import torch
+    from hydra import compose, initialize_config_module
+    from omegaconf import open_dict
+
+    from xdrl.build import build_trainer
+
+    frames = 5_120 if quick else 10_240
+    reps = max(3, len(seeds))
+    fps: dict[str, list[float]] = {"with_hooks": [], "without_hooks": []}
+    ratios = []
+    for rep in range(reps):
+        pair = {}
+        order = ["with_hooks", "without_hooks"] if rep % 2 == 0 else ["without_hooks", "with_hooks"]
+        for variant in order:
+            with initialize_config_module("xdrl.conf", version_base="1.3"):
+                cfg = compose("config", overrides=[*PPO_PRESET, f"total_frames={frames}",
+                                                   "eval=none", "checkpoint=none"])
+            run_dir = tempfile.mkdtemp(prefix="xdrl-hooks-")
+            with open_dict(cfg):
+                cfg.run_dir, cfg.exp_name = run_dir, "bench"
+            run = build_trainer(cfg)
+            if variant == "without_hooks":
+                _hookless(run.trainer)
+            torch.manual_seed(rep)
+            start = time.perf_counter()
+            run.trainer.train()
+            pair[variant] = frames / (time.perf_counter() - start)
+            fps[variant].append(pair[variant])
+            run.close()
+            shutil.rmtree(run_dir, ignore_errors=True)
+        ratios.append(1 - pair["with_hooks"] / pair["without_hooks"])
+        print(f"  hook-overhead rep {rep}: {pair}", flush=True)
+    return {"frames": frames, "with_hooks_fps": _median(fps["with_hooks"]),
+            "without_hooks_fps": _median(fps["without_hooks"]), "overhead": _median(ratios),
+            "overheads": ratios, "target": "<= 0.03"}
+
+
+def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
+    if not (ROOT / "xdrl" / "algorithms" / "sac.py").exists():
+        return {"note": "xdrl/algorithms/sac.py does not exist: not measured"}
+    frames = 2_048 if quick else 4_096
+    warmup = 1_024
+    rows = []
+    for seed in seeds:
+        s = sb3("sac", seed, "--frames", str(frames), "--learning-starts", str(warmup))
+        x = xdrl(["env=pendulum", "algorithm=sac", "env.num_envs=1", f"total_frames={frames}",
+                  "frames_per_batch=64", f"algorithm.build.init_random_frames={warmup}",
+                  "algorithm.build.batch_size=256", "algorithm.build.utd=1.0", "eval=none"],
+                 seed)
+        rows.append({"seed": seed, "sb3_fps": s["frames_per_second"],
+                     "xdrl_fps": x["frames_per_second"],
+                     "ratio": x["frames_per_second"] / s["frames_per_second"]})
+        print(f"  sac seed {seed}: {rows[-1]}", flush=True)
+    return {"frames": frames, "warmup_frames": warmup, "runs": rows,
+            "sb3_fps": _median([r["sb3_fps"] for r in rows]),
+            "xdrl_fps": _median([r["xdrl_fps"] for r in rows]),
+            "ratio": _median([r["ratio"] for r in rows]), "target": ">= 1.5",
+            "workload": "Pendulum-v1, 1 env, UTD 1, batch 256, 256x256 nets, "
+                        f"{warmup} random warm-up frames"}
+
+
+def startup(seeds: list[int], quick: bool) -> dict[str, Any]:
+    reps = 3 if quick else 5
+    out: dict[str, Any] = {}
+    for name, args in {"help": ["--help"], "cfg_job": ["--cfg", "job"]}.items():
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            _run([str(XDRL_TRAIN), *args])
+            times.append(time.perf_counter() - start)
+        out[f"{name}_median_s"] = statistics.median(times)
+    frames = 4_096 if quick else 20_480
+    x = xdrl([f"total_frames={frames}"], seeds[0])
+    out.update(default_run_frames=frames, default_run_peak_rss_mb=x["peak_rss_mb"],
+               target="< 1 s each; peak memory < 1.5 GB")
+    return out
+
+
+RUNNERS = {"ppo-throughput": ppo_throughput, "time-to-475": time_to_475, "eval": eval_speed,
+           "hook-overhead": hook_overhead, "sac": sac_throughput, "startup": startup}
+
+
+# Report
+def machine() -> dict[str, Any]:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text()
+                .splitlines() if line.startswith("model name")), platform.processor())
+    versions = {}
+    for py, pkgs in {sys.executable: ["torch", "torchrl", "tensordict", "gymnasium"],
+                     str(BENCH_PY): ["stable_baselines3"]}.items():
+        code = "import importlib;" + ";".join(
+            f"print('{p}', importlib.import_module('{p}').__version__)" for p in pkgs)
+        for line in _run([py, "-c", code]).stdout.splitlines():
+            name, version = line.split()
+            versions[name] = version
+    return {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
+            "load_average": os.getloadavg(), "versions": versions}
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def markdown(results: dict[str, Any], command: str) -> str:
+    m = results["machine"]
+    lines = [
+        "# xdrl vs SB3 benchmark", "",
+        f"`{command}` on {m['date']}: {m['nproc']} x {m['cpu']}, Python {m['python']}, "
+        f"load average at start {tuple(round(x, 1) for x in m['load_average'])}, "
+        f"end {tuple(round(x, 1) for x in results['load_average_end'])}.",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".", "",
+        "| measure | SB3 | xdrl | ratio (xdrl/SB3) | target | met |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    r = results["modes"]
+
+    def row(name: str, sb: Any, xd: Any, ratio: Any, target: str, ok: bool | None) -> None:
+        met = "n/a" if ok is None else ("yes" if ok else "no")
+        lines.append(f"| {name} | {sb} | {xd} | {ratio} | {target} | {met} |")
+
+    if "ppo-throughput" in r:
+        p = r["ppo-throughput"]
+        row("PPO CartPole frames/s (eval excluded, logging on)", _fmt(p["sb3_fps"], 0),
+            _fmt(p["xdrl_fps"], 0), _fmt(p["ratio"]), ">= 2", p["ratio"] >= 2)
+    if "time-to-475" in r:
+        t = r["time-to-475"]
+        row("time to eval mean >= 475, s (eval excluded, median)", _fmt(t["sb3_time_s"]),
+            _fmt(t["xdrl_time_s"]), _fmt(t["ratio"]), "<= 0.5",
+            None if t["ratio"] is None else t["ratio"] <= 0.5)
+    if "eval" in r:
+        e = r["eval"]
+        row("one evaluation, 20 episodes, s (same actor)", _fmt(e["sb3_s"], 3),
+            f"{_fmt(e['xdrl_s'], 3)} (serial: {_fmt(e['xdrl_serial_s'], 3)})",
+            _fmt(e["ratio"]), "<= 1", e["ratio"] <= 1)
+    if "hook-overhead" in r:
+        h = r["hook-overhead"]
+        row("logging hook set cost, share of frames/s", "-",
+            f"{_fmt(h['with_hooks_fps'], 0)} vs {_fmt(h['without_hooks_fps'], 0)} fps",
+            f"{100 * h['overhead']:.1f}%", "<= 3%", h["overhead"] <= 0.03)
+    if "sac" in r:
+        s = r["sac"]
+        if "ratio" in s:
+            row("SAC Pendulum frames/s (UTD 1, batch 256, 256x256)", _fmt(s["sb3_fps"], 0),
+                _fmt(s["xdrl_fps"], 0), _fmt(s["ratio"]), ">= 1.5", s["ratio"] >= 1.5)
+        else:
+            row("SAC Pendulum frames/s", "-", "-", "-", ">= 1.5", None)
+    if "startup" in r:
+        s = r["startup"]
+        row("`xdrl-train --help`, s (median)", "-", _fmt(s["help_median_s"]), "-", "< 1",
+            s["help_median_s"] < 1)
+        row("`xdrl-train --cfg job`, s (median)", "-", _fmt(s["cfg_job_median_s"]), "-", "< 1",
+            s["cfg_job_median_s"] < 1)
+        row(f"peak RSS of the default run ({s['default_run_frames']:,} frames), MB", "-",
+            _fmt(s["default_run_peak_rss_mb"], 0), "-", "< 1,536",
+            s["default_run_peak_rss_mb"] < 1536)
+    lines += ["", "Per-seed figures are in bench.json. Timings are wall-clock on a shared machine; "
+              "each seed runs SB3 then xdrl back to back, so read the ratios."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=[*MODES, "all"], default="all")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per mode (0, 1, ...)")
+    parser.add_argument("--quick", action="store_true", help="smaller workloads (smoke test)")
+    parser.add_argument("--out", default=str(ROOT / "bench-results"), help="output folder")
+    args = parser.parse_args()
+    ensure_bench_venv()
+    seeds = list(range(args.seeds))
+    modes = MODES if args.mode == "all" else [args.mode]
+    results: dict[str, Any] = {"machine": machine(), "quick": args.quick, "modes": {}}
+    started = time.perf_counter()
+    for mode in modes:
+        print(f"[{mode}]", flush=True)
+        t0 = time.perf_counter()
+        results["modes"][mode] = RUNNERS[mode](seeds, args.quick)
+        results["modes"][mode]["bench_seconds"] = round(time.perf_counter() - t0, 1)
+    results["bench_seconds"] = round(time.perf_counter() - started, 1)
+    results["load_average_end"] = os.getloadavg()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(results, indent=2) + "\n")
+    command = "python scripts/bench.py " + " ".join(sys.argv[1:])
+    (out / "bench.md").write_text(markdown(results, command))
+    print((out / "bench.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -38,7 +38,9 @@ ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 def _cluster_down_reason() -> str | None:
     """Why the local cluster cannot run jobs now (None: it can)."""
     if shutil.which("sinfo") is None or shutil.which("sacct") is None:
-        return "SLURM is not installed (no sinfo/sacct); start it: bash scripts/local-slurm.sh start"
+        return (
+            "SLURM is not installed (no sinfo/sacct); start it: bash scripts/local-slurm.sh start"
+        )
     try:
         part = subprocess.run(
             ["sinfo", "-h", "-p", PARTITION, "-o", "%a %T"],

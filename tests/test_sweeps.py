@@ -79,16 +79,14 @@ def test_table_marks_failed_missing_and_corrupt_jobs(tmp_path: Path) -> None:
         "wall_time_s": 3.0,
         "eval": {"eval/a": 1.5, "eval/objective": 10.0},
     }
-    _fake_job(tmp_path, 0, json.dumps(ok), ["seed=0", "total_frames=512"])
+    _fake_job(tmp_path, 0, json.dumps(ok), ["seed=0", "+total_frames=512"])
     _fake_job(tmp_path, 1, json.dumps({**ok, "status": "failed", "eval": {}}), ["seed=1"])
     _fake_job(tmp_path, 2, None, ["seed=2"])
     _fake_job(tmp_path, 10, "{not json", ["seed=10"])
     (tmp_path / ".submitit" / "7_3").mkdir(parents=True)
     (tmp_path / ".submitit" / "7_3" / "7_3_submitted.pkl").write_bytes(b"")
 
-    data = summarize_sweep(
-        tmp_path, objective="eval/objective", hide_overrides=["total_frames=512"]
-    )
+    data = summarize_sweep(tmp_path, objective="eval/objective", hide_keys=["total_frames"])
     assert [(j.num, j.status, j.overrides) for j in data.jobs] == [
         (0, "completed", ["seed=0"]),
         (1, "failed", ["seed=1"]),
@@ -215,3 +213,16 @@ def test_hparams_search_composes(search: str, tmp_path: Path) -> None:
     assert cfg.hydra.sweeper.storage is None  # SQLite needs sqlalchemy<2
     assert cfg.hydra.sweeper.sampler.seed is not None
     assert cfg.hydra.sweeper.params
+
+
+def test_sweep_callback_imports_nothing_heavy() -> None:
+    """Hydra instantiates the callback at start-up: it must not pull in torch, torchrl or wandb."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, xdrl.sweep; "
+        "print(sorted(m for m in ('torch', 'torchrl', 'wandb', 'optuna') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

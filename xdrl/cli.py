@@ -71,7 +71,16 @@ def train(cfg: DictConfig) -> float | None:
         log.debug("configuration error", exc_info=True)
         log.error("%s", err)
         print(f"xdrl-train: config error: {err}", file=sys.stderr)
+        if _in_multirun():  # fail this job only; the sweep goes on and reports it
+            raise RuntimeError(f"config error: {err}") from None
         raise SystemExit(2) from None
+
+
+def _in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def main() -> None:

@@ -83,13 +83,29 @@ def _job_identity(job_dir: Path) -> tuple[int | None, list[str]]:
         return (int(prefix) if prefix.isdigit() else None), []
 
 
-def read_job(job_dir: Path, hide: set[str] | frozenset[str] = frozenset()) -> JobRow:
-    """The row of one job folder; a missing or unreadable ``summary.json`` means it failed."""
+def _override_key(override: str) -> str:
+    """``+a.b@pkg=1`` -> ``a.b``."""
+    return override.split("=", 1)[0].split("@", 1)[0].lstrip("+~")
+
+
+def fixed_override_keys(task_overrides: list[str]) -> list[str]:
+    """Keys a multirun command sets to one value for every job (sweeps like ``seed=0,1`` kept)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(task_overrides)
+    return [o.key_or_group for o in parsed if not o.is_sweep_override()]
+
+
+def read_job(job_dir: Path, hide_keys: set[str] | frozenset[str] = frozenset()) -> JobRow:
+    """The row of one job folder; a missing or unreadable ``summary.json`` means it failed.
+
+    ``hide_keys``: overrides left out of the row (those every job of the sweep shares).
+    """
     num, overrides = _job_identity(job_dir)
     row = JobRow(
         num=num,
         dir=job_dir.name,
-        overrides=[o for o in overrides if o not in hide],
+        overrides=[o for o in overrides if _override_key(o) not in hide_keys],
         status="failed",
     )
     try:
@@ -139,11 +155,11 @@ def _read_optuna_best(sweep_dir: Path) -> dict[str, Any] | None:
 
 
 def summarize_sweep(
-    sweep_dir: str | Path, objective: str | None = None, hide_overrides: list[str] | None = None
+    sweep_dir: str | Path, objective: str | None = None, hide_keys: list[str] | None = None
 ) -> SweepSummaryData:
-    """Read every job of ``sweep_dir`` back; ``hide_overrides`` are left out of each row."""
+    """Read every job of ``sweep_dir`` back; overrides of ``hide_keys`` are left out of rows."""
     sweep_dir = Path(sweep_dir)
-    hide = set(hide_overrides or [])
+    hide = set(hide_keys or [])
     jobs = [read_job(d, hide) for d in find_job_dirs(sweep_dir)]
     jobs.sort(key=lambda j: (j.num is None, j.num if j.num is not None else 0, j.dir))
     submitted = _count_submissions(sweep_dir)
@@ -240,7 +256,7 @@ class SweepSummary(Callback):
             self._pending = {
                 "sweep_dir": str(config.hydra.sweep.dir),
                 "objective": OmegaConf.select(config, "objective", default=None),
-                "hide_overrides": [str(o) for o in task],  # type: ignore[union-attr]
+                "hide_keys": fixed_override_keys([str(o) for o in task]),  # type: ignore[union-attr]
             }
         except Exception:  # noqa: BLE001 - a summary must never break the sweep
             log.warning("sweep summary: could not read the sweep config", exc_info=True)

@@ -48,8 +48,8 @@ class VectorGymEnv(EnvBase):
 
     Specs match ``GymEnv(env_id, categorical_action_encoding=True)`` expanded to ``[N]``:
     ``observation`` (from the observation space), ``action`` (``Categorical`` for ``Discrete``,
-    bounded for ``Box``), ``reward`` of shape ``[N, 1]`` (``[N, k]`` for an MO-Gymnasium
-    reward space) and ``done``/``terminated``/``truncated`` of shape ``[N, 1]``. Partial resets
+    bounded for ``Box``), an unbounded float32 ``reward`` of shape ``[N, 1]`` (``[N, k]`` for an
+    MO-Gymnasium reward space) and ``done``/``terminated``/``truncated`` of shape ``[N, 1]``. Partial resets
     follow the ``_reset`` mask, partial steps the ``_step`` mask (unstepped envs keep their
     last observation and done flags, reward 0). ``set_seed(s)`` resets sub-env ``i`` with seed
     ``s + i``, as ``GymEnv.set_seed`` does for one env. Sub-envs are not auto-reset: TorchRL
@@ -118,11 +118,11 @@ class VectorGymEnv(EnvBase):
 
         self.observation_spec = Composite(observation=convert(env.observation_space), shape=(n,))
         self.action_spec = convert(env.action_space)
+        # Unbounded, also for an MO-Gymnasium reward space: RewardSum copies the reward's bounds
+        # onto the episode return, which then fails check_env_specs (MOGymEnv's Bounded does).
         reward_space = getattr(env.unwrapped, "reward_space", None)
-        if reward_space is not None:  # MO-Gymnasium: a vector reward
-            self.reward_spec = convert(reward_space)
-        else:
-            self.reward_spec = Unbounded(shape=(n, 1), device=device, dtype=torch.float32)
+        reward_shape = (n, *reward_space.shape) if reward_space is not None else (n, 1)
+        self.reward_spec = Unbounded(shape=reward_shape, device=device, dtype=torch.float32)
         flag = Categorical(2, dtype=torch.bool, device=device, shape=(n, 1))
         self.done_spec = Composite(
             done=flag, terminated=flag.clone(), truncated=flag.clone(), shape=(n,)

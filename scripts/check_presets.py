@@ -72,7 +72,8 @@ def checks() -> list[Check]:
 
 def run_one(check: Check, seed: int, root: Path, extra: list[str]) -> dict:
     """Train one preset seed; returns the table row."""
-    run_dir = root / f"{check.label.replace(' ', '_')}_s{seed}"
+    slug = "".join(c if c.isalnum() or c in "._-" else "_" for c in check.label)
+    run_dir = root / f"{slug}_s{seed}"
     args = [
         XDRL_TRAIN,
         f"experiment={check.preset}",

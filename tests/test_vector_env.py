@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+import gymnasium
 import numpy as np
 import pytest
 import torch
@@ -151,8 +152,6 @@ def test_sub_env_seeds_are_seed_plus_index() -> None:
     env.set_seed(10)
     obs = env.reset()["observation"]
     for i in range(3):
-        import gymnasium
-
         ref = gymnasium.make("CartPole-v1")
         ref.reset(seed=10 + i)
         np.testing.assert_allclose(obs[i].numpy(), ref.reset()[0])
@@ -193,4 +192,32 @@ def test_step_mask_keeps_unstepped_envs() -> None:
     assert torch.equal(out["observation"][1], obs[1])
     assert not torch.equal(out["observation"][0], obs[0])
     assert out["reward"][1].item() == 0.0
+    env.close()
+
+
+class _DictObsEnv(gymnasium.Env):
+    """A Dict-observation env, which VectorGymEnv does not batch."""
+
+    observation_space = gymnasium.spaces.Dict(
+        {"position": gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)})
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return {"position": np.zeros(2, np.float32)}, {}
+
+    def step(self, action):
+        return {"position": np.zeros(2, np.float32)}, 1.0, False, False, {}
+
+
+def test_dict_observations_fall_back_to_serial() -> None:
+    from torchrl.envs import SerialEnv
+
+    gymnasium.register(id="XdrlDictObs-v0", entry_point=_DictObsEnv, max_episode_steps=5)
+    env = make_env("XdrlDictObs-v0", num_envs=2, batching="vector", seed=0)
+    assert isinstance(env.base_env, SerialEnv)
+    assert env.rollout(3).batch_size == torch.Size([2, 3])
     env.close()

@@ -213,16 +213,14 @@ def make_env(
         base = _make_vector(id, num_envs, device=device, frame_skip=frame_skip,
                             max_episode_steps=max_episode_steps, render=render,
                             make_kwargs=dict(make_kwargs or {}))
-    probe = base if base is not None else make_one()  # fails fast (and in this process) on a missing package
+    probe = base if base is not None else make_one()  # fails fast on a missing package
     reward_dim = int(probe.reward_spec.shape[-1]) if multi_objective else 1
     casts = _observation_casts(probe.observation_spec)
-    if base is not None:
-        pass
-    elif num_envs == 1:
+    if base is None and num_envs == 1:
         base = probe
-    else:
+    elif base is None:
         probe.close()
-        batch_cls = SerialEnv if batching == "serial" else ParallelEnv
+        batch_cls = ParallelEnv if batching == "parallel" else SerialEnv  # vector falls back here
         base = batch_cls(num_envs, make_one, device=device)
 
     transforms = [*casts, StepCounter(), RewardSum(in_keys=["reward"], out_keys=["episode_reward"])]

@@ -1,4 +1,4 @@
-"""Process-wide fixes for per-call overheads measured in TorchRL/tensordict (see scripts/bench.py)."""
+"""Process-wide fixes for per-call overheads measured in tensordict (see scripts/bench.py)."""
 
 from __future__ import annotations
 

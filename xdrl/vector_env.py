@@ -49,12 +49,12 @@ class VectorGymEnv(EnvBase):
     Specs match ``GymEnv(env_id, categorical_action_encoding=True)`` expanded to ``[N]``:
     ``observation`` (from the observation space), ``action`` (``Categorical`` for ``Discrete``,
     bounded for ``Box``), an unbounded float32 ``reward`` of shape ``[N, 1]`` (``[N, k]`` for an
-    MO-Gymnasium reward space) and ``done``/``terminated``/``truncated`` of shape ``[N, 1]``. Partial resets
-    follow the ``_reset`` mask, partial steps the ``_step`` mask (unstepped envs keep their
-    last observation and done flags, reward 0). ``set_seed(s)`` resets sub-env ``i`` with seed
-    ``s + i``, as ``GymEnv.set_seed`` does for one env. Sub-envs are not auto-reset: TorchRL
-    resets them (``step_and_maybe_reset``). ``_envs`` holds the gymnasium envs and ``_env`` the
-    first one, which evaluation videos render.
+    MO-Gymnasium reward space) and ``done``/``terminated``/``truncated`` of shape ``[N, 1]``.
+    Partial resets follow the ``_reset`` mask, partial steps the ``_step`` mask (unstepped envs
+    keep their last observation and done flags, reward 0). ``set_seed(s)`` resets sub-env ``i``
+    with seed ``s + i``, as ``GymEnv.set_seed`` does for one env. Sub-envs are not auto-reset:
+    TorchRL resets them (``step_and_maybe_reset``). ``_envs`` holds the gymnasium envs and
+    ``_env`` the first one, which evaluation videos render.
 
     Args:
         env_id: registered gymnasium or MO-Gymnasium id.

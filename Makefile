@@ -39,6 +39,7 @@ test-all: install
 lint: install
 	$(BIN)/ruff check xdrl tests scripts
 	$(BIN)/ruff format --check xdrl tests scripts
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format xdrl tests scripts

@@ -47,8 +47,19 @@ def ensure_bench_venv() -> None:
         return
     print("creating .bench-venv (stable-baselines3, CPU torch)", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(BENCH_VENV)], check=True)
-    subprocess.run([str(BENCH_PY), "-m", "pip", "install", "--quiet", "-c",
-                    str(ROOT / "constraints-cpu.txt"), "stable-baselines3"], check=True)
+    subprocess.run(
+        [
+            str(BENCH_PY),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "-c",
+            str(ROOT / "constraints-cpu.txt"),
+            "stable-baselines3",
+        ],
+        check=True,
+    )
 
 
 def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
@@ -58,8 +69,9 @@ def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
 def _timed(cmd: list[str]) -> tuple[subprocess.CompletedProcess, float]:
     """Run ``cmd`` under /usr/bin/time; returns the process and its peak RSS in MB."""
     with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
-        wrapped = ["/usr/bin/time", "-f", "%M", "-o", rss.name, *cmd] if shutil.which("time") \
-            else cmd
+        wrapped = (
+            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *cmd] if shutil.which("time") else cmd
+        )
         proc = _run(wrapped)
         text = Path(rss.name).read_text().strip().splitlines()
     peak = float(text[-1]) / 1024 if text and text[-1].isdigit() else float("nan")
@@ -76,8 +88,13 @@ def sb3(mode: str, seed: int, *args: str) -> dict[str, Any]:
 def xdrl(overrides: list[str], seed: int) -> dict[str, Any]:
     """One xdrl-train run; summary.json plus the CSV scalars and the peak RSS."""
     run_dir = Path(tempfile.mkdtemp(prefix="xdrl-bench-"))
-    cmd = [str(XDRL_TRAIN), f"seed={seed}", "checkpoint=none", f"hydra.run.dir={run_dir}",
-           *overrides]
+    cmd = [
+        str(XDRL_TRAIN),
+        f"seed={seed}",
+        "checkpoint=none",
+        f"hydra.run.dir={run_dir}",
+        *overrides,
+    ]
     proc, peak = _timed(cmd)
     summary_path = run_dir / "summary.json"
     if proc.returncode or not summary_path.exists():
@@ -113,18 +130,30 @@ def ppo_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
     for seed in seeds:
         s = sb3("ppo-throughput", seed, "--frames", str(frames))
         x = xdrl([*PPO_PRESET, f"total_frames={frames}", "eval=none"], seed)
-        serial = xdrl([*PPO_PRESET, f"total_frames={frames}", "eval=none", "env.batching=serial"],
-                      seed)
-        rows.append({"seed": seed, "sb3_fps": s["frames_per_second"],
-                     "xdrl_fps": x["frames_per_second"],
-                     "xdrl_serial_fps": serial["frames_per_second"],
-                     "ratio": x["frames_per_second"] / s["frames_per_second"],
-                     "sb3_peak_rss_mb": s["peak_rss_mb"], "xdrl_peak_rss_mb": x["peak_rss_mb"]})
+        serial = xdrl(
+            [*PPO_PRESET, f"total_frames={frames}", "eval=none", "env.batching=serial"], seed
+        )
+        rows.append(
+            {
+                "seed": seed,
+                "sb3_fps": s["frames_per_second"],
+                "xdrl_fps": x["frames_per_second"],
+                "xdrl_serial_fps": serial["frames_per_second"],
+                "ratio": x["frames_per_second"] / s["frames_per_second"],
+                "sb3_peak_rss_mb": s["peak_rss_mb"],
+                "xdrl_peak_rss_mb": x["peak_rss_mb"],
+            }
+        )
         print(f"  ppo-throughput seed {seed}: {rows[-1]}", flush=True)
-    return {"frames": frames, "runs": rows, "sb3_fps": _median([r["sb3_fps"] for r in rows]),
-            "xdrl_fps": _median([r["xdrl_fps"] for r in rows]),
-            "xdrl_serial_fps": _median([r["xdrl_serial_fps"] for r in rows]),
-            "ratio": _median([r["ratio"] for r in rows]), "target": ">= 2.0"}
+    return {
+        "frames": frames,
+        "runs": rows,
+        "sb3_fps": _median([r["sb3_fps"] for r in rows]),
+        "xdrl_fps": _median([r["xdrl_fps"] for r in rows]),
+        "xdrl_serial_fps": _median([r["xdrl_serial_fps"] for r in rows]),
+        "ratio": _median([r["ratio"] for r in rows]),
+        "target": ">= 2.0",
+    }
 
 
 def _xdrl_time_to(summary: dict[str, Any], threshold: float) -> tuple[int | None, float | None]:
@@ -142,28 +171,49 @@ def time_to_475(seeds: list[int], quick: bool) -> dict[str, Any]:
     rows = []
     for seed in seeds:
         s = sb3("time-to-475", seed, "--frames", str(budget))
-        x = xdrl([*PPO_PRESET, f"total_frames={budget}", "eval.interval_frames=5000",
-                  "eval.episodes=20", "eval.before_training=false"], seed)
+        x = xdrl(
+            [
+                *PPO_PRESET,
+                f"total_frames={budget}",
+                "eval.interval_frames=5000",
+                "eval.episodes=20",
+                "eval.before_training=false",
+            ],
+            seed,
+        )
         frames, seconds = _xdrl_time_to(x, 475.0)
-        rows.append({"seed": seed, "sb3_time_s": s["time_to_475_s"],
-                     "sb3_frames": s["frames_to_475"], "xdrl_time_s": seconds,
-                     "xdrl_frames": frames})
+        rows.append(
+            {
+                "seed": seed,
+                "sb3_time_s": s["time_to_475_s"],
+                "sb3_frames": s["frames_to_475"],
+                "xdrl_time_s": seconds,
+                "xdrl_frames": frames,
+            }
+        )
         print(f"  time-to-475 seed {seed}: {rows[-1]}", flush=True)
     return {"budget_frames": budget, "runs": rows, **_time_to_summary(rows)}
 
 
 def _time_to_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians over seeds; a seed that never reached 475 within the budget counts as infinite."""
+
     def median(key: str) -> float | None:
         value = statistics.median([r[key] if r[key] is not None else float("inf") for r in rows])
         return None if value == float("inf") else value
 
     sb3_t, x_t = median("sb3_time_s"), median("xdrl_time_s")
-    return {"sb3_time_s": sb3_t, "xdrl_time_s": x_t,
-            "ratio": x_t / sb3_t if sb3_t and x_t else None, "target": "<= 0.5",
-            "unreached": {"sb3": sum(r["sb3_time_s"] is None for r in rows),
-                          "xdrl": sum(r["xdrl_time_s"] is None for r in rows)},
-            "note": "a seed that never reached 475 counts as infinite time"}
+    return {
+        "sb3_time_s": sb3_t,
+        "xdrl_time_s": x_t,
+        "ratio": x_t / sb3_t if sb3_t and x_t else None,
+        "target": "<= 0.5",
+        "unreached": {
+            "sb3": sum(r["sb3_time_s"] is None for r in rows),
+            "xdrl": sum(r["xdrl_time_s"] is None for r in rows),
+        },
+        "note": "a seed that never reached 475 counts as infinite time",
+    }
 
 
 def _xdrl_eval_time(weights: str, seed: int, batching: str, episodes: int) -> dict[str, float]:
@@ -183,8 +233,16 @@ def _xdrl_eval_time(weights: str, seed: int, batching: str, episodes: int) -> di
             layer.weight.copy_(weight)
             layer.bias.copy_(bias)
     hook = LoggingEvaluationMetricsHook(
-        policy=actor, environment=env, group="agents", metric_subgroup="deterministic",
-        interval_frames=5_000, max_steps=500, deterministic=True, render=False, video_fps=30)
+        policy=actor,
+        environment=env,
+        group="agents",
+        metric_subgroup="deterministic",
+        interval_frames=5_000,
+        max_steps=500,
+        deterministic=True,
+        render=False,
+        video_fps=30,
+    )
     hook.run(step=0)  # warm-up
     start = time.perf_counter()
     metrics = hook.run(step=1)
@@ -203,16 +261,28 @@ def eval_speed(seeds: list[int], quick: bool) -> dict[str, Any]:
             vector = _xdrl_eval_time(weights.name, seed, "vector", 20)
             serial = _xdrl_eval_time(weights.name, seed, "serial", 20)
         best_sb3 = min(s["eval_time_s_1env"], s["eval_time_s_20env"])
-        rows.append({"seed": seed, "sb3_1env_s": s["eval_time_s_1env"],
-                     "sb3_20env_s": s["eval_time_s_20env"], "sb3_mean": s["eval_mean_1env"],
-                     "xdrl_vector_s": vector["eval_time_s"], "xdrl_serial_s": serial["eval_time_s"],
-                     "xdrl_mean": vector["mean"], "ratio": vector["eval_time_s"] / best_sb3})
+        rows.append(
+            {
+                "seed": seed,
+                "sb3_1env_s": s["eval_time_s_1env"],
+                "sb3_20env_s": s["eval_time_s_20env"],
+                "sb3_mean": s["eval_mean_1env"],
+                "xdrl_vector_s": vector["eval_time_s"],
+                "xdrl_serial_s": serial["eval_time_s"],
+                "xdrl_mean": vector["mean"],
+                "ratio": vector["eval_time_s"] / best_sb3,
+            }
+        )
         print(f"  eval seed {seed}: {rows[-1]}", flush=True)
-    return {"train_frames": frames, "runs": rows,
-            "sb3_s": _median([min(r["sb3_1env_s"], r["sb3_20env_s"]) for r in rows]),
-            "xdrl_s": _median([r["xdrl_vector_s"] for r in rows]),
-            "xdrl_serial_s": _median([r["xdrl_serial_s"] for r in rows]),
-            "ratio": _median([r["ratio"] for r in rows]), "target": "<= 1.0"}
+    return {
+        "train_frames": frames,
+        "runs": rows,
+        "sb3_s": _median([min(r["sb3_1env_s"], r["sb3_20env_s"]) for r in rows]),
+        "xdrl_s": _median([r["xdrl_vector_s"] for r in rows]),
+        "xdrl_serial_s": _median([r["xdrl_serial_s"] for r in rows]),
+        "ratio": _median([r["ratio"] for r in rows]),
+        "target": "<= 1.0",
+    }
 
 
 def _hookless(trainer: Any) -> None:
@@ -246,8 +316,15 @@ def hook_overhead(seeds: list[int], quick: bool) -> dict[str, Any]:
         order = ["with_hooks", "without_hooks"] if rep % 2 == 0 else ["without_hooks", "with_hooks"]
         for variant in order:
             with initialize_config_module("xdrl.conf", version_base="1.3"):
-                cfg = compose("config", overrides=[*PPO_PRESET, f"total_frames={frames}",
-                                                   "eval=none", "checkpoint=none"])
+                cfg = compose(
+                    "config",
+                    overrides=[
+                        *PPO_PRESET,
+                        f"total_frames={frames}",
+                        "eval=none",
+                        "checkpoint=none",
+                    ],
+                )
             run_dir = tempfile.mkdtemp(prefix="xdrl-hooks-")
             with open_dict(cfg):
                 cfg.run_dir, cfg.exp_name = run_dir, "bench"
@@ -263,9 +340,14 @@ def hook_overhead(seeds: list[int], quick: bool) -> dict[str, Any]:
             shutil.rmtree(run_dir, ignore_errors=True)
         ratios.append(1 - pair["with_hooks"] / pair["without_hooks"])
         print(f"  hook-overhead rep {rep}: {pair}", flush=True)
-    return {"frames": frames, "with_hooks_fps": _median(fps["with_hooks"]),
-            "without_hooks_fps": _median(fps["without_hooks"]), "overhead": _median(ratios),
-            "overheads": ratios, "target": "<= 0.03"}
+    return {
+        "frames": frames,
+        "with_hooks_fps": _median(fps["with_hooks"]),
+        "without_hooks_fps": _median(fps["without_hooks"]),
+        "overhead": _median(ratios),
+        "overheads": ratios,
+        "target": "<= 0.03",
+    }
 
 
 def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
@@ -276,20 +358,40 @@ def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
     rows = []
     for seed in seeds:
         s = sb3("sac", seed, "--frames", str(frames), "--learning-starts", str(warmup))
-        x = xdrl(["env=pendulum", "algorithm=sac", "env.num_envs=1", f"total_frames={frames}",
-                  "frames_per_batch=64", f"algorithm.build.init_random_frames={warmup}",
-                  "algorithm.build.batch_size=256", "algorithm.build.utd=1.0", "eval=none"],
-                 seed)
-        rows.append({"seed": seed, "sb3_fps": s["frames_per_second"],
-                     "xdrl_fps": x["frames_per_second"],
-                     "ratio": x["frames_per_second"] / s["frames_per_second"]})
+        x = xdrl(
+            [
+                "env=pendulum",
+                "algorithm=sac",
+                "env.num_envs=1",
+                f"total_frames={frames}",
+                "frames_per_batch=64",
+                f"algorithm.build.init_random_frames={warmup}",
+                "algorithm.build.batch_size=256",
+                "algorithm.build.utd=1.0",
+                "eval=none",
+            ],
+            seed,
+        )
+        rows.append(
+            {
+                "seed": seed,
+                "sb3_fps": s["frames_per_second"],
+                "xdrl_fps": x["frames_per_second"],
+                "ratio": x["frames_per_second"] / s["frames_per_second"],
+            }
+        )
         print(f"  sac seed {seed}: {rows[-1]}", flush=True)
-    return {"frames": frames, "warmup_frames": warmup, "runs": rows,
-            "sb3_fps": _median([r["sb3_fps"] for r in rows]),
-            "xdrl_fps": _median([r["xdrl_fps"] for r in rows]),
-            "ratio": _median([r["ratio"] for r in rows]), "target": ">= 1.5",
-            "workload": "Pendulum-v1, 1 env, UTD 1, batch 256, 256x256 nets, "
-                        f"{warmup} random warm-up frames"}
+    return {
+        "frames": frames,
+        "warmup_frames": warmup,
+        "runs": rows,
+        "sb3_fps": _median([r["sb3_fps"] for r in rows]),
+        "xdrl_fps": _median([r["xdrl_fps"] for r in rows]),
+        "ratio": _median([r["ratio"] for r in rows]),
+        "target": ">= 1.5",
+        "workload": "Pendulum-v1, 1 env, UTD 1, batch 256, 256x256 nets, "
+        f"{warmup} random warm-up frames",
+    }
 
 
 def startup(seeds: list[int], quick: bool) -> dict[str, Any]:
@@ -304,30 +406,53 @@ def startup(seeds: list[int], quick: bool) -> dict[str, Any]:
         out[f"{name}_median_s"] = statistics.median(times)
     frames = 4_096 if quick else 8_192
     x = xdrl([f"total_frames={frames}"], seeds[0])
-    out.update(default_run_frames=frames, default_run_peak_rss_mb=x["peak_rss_mb"],
-               target="< 1 s each; peak memory < 1.5 GB")
+    out.update(
+        default_run_frames=frames,
+        default_run_peak_rss_mb=x["peak_rss_mb"],
+        target="< 1 s each; peak memory < 1.5 GB",
+    )
     return out
 
 
-RUNNERS = {"ppo-throughput": ppo_throughput, "time-to-475": time_to_475, "eval": eval_speed,
-           "hook-overhead": hook_overhead, "sac": sac_throughput, "startup": startup}
+RUNNERS = {
+    "ppo-throughput": ppo_throughput,
+    "time-to-475": time_to_475,
+    "eval": eval_speed,
+    "hook-overhead": hook_overhead,
+    "sac": sac_throughput,
+    "startup": startup,
+}
 
 
 # Report
 def machine() -> dict[str, Any]:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text()
-                .splitlines() if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     versions = {}
-    for py, pkgs in {sys.executable: ["torch", "torchrl", "tensordict", "gymnasium"],
-                     str(BENCH_PY): ["stable_baselines3"]}.items():
+    for py, pkgs in {
+        sys.executable: ["torch", "torchrl", "tensordict", "gymnasium"],
+        str(BENCH_PY): ["stable_baselines3"],
+    }.items():
         code = "import importlib;" + ";".join(
-            f"print('{p}', importlib.import_module('{p}').__version__)" for p in pkgs)
+            f"print('{p}', importlib.import_module('{p}').__version__)" for p in pkgs
+        )
         for line in _run([py, "-c", code]).stdout.splitlines():
             name, version = line.split()
             versions[name] = version
-    return {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
-            "load_average": os.getloadavg(), "versions": versions}
+    return {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "load_average": os.getloadavg(),
+        "versions": versions,
+    }
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -341,11 +466,13 @@ def _fmt(value: Any, digits: int = 2) -> str:
 def markdown(results: dict[str, Any], command: str) -> str:
     m = results["machine"]
     lines = [
-        "# xdrl vs SB3 benchmark", "",
+        "# xdrl vs SB3 benchmark",
+        "",
         f"`{command}` on {m['date']}: {m['nproc']} x {m['cpu']}, Python {m['python']}, "
         f"load average at start {tuple(round(x, 1) for x in m['load_average'])}, "
         f"end {tuple(round(x, 1) for x in results['load_average_end'])}.",
-        "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".", "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".",
+        "",
         "| measure | SB3 | xdrl | ratio (xdrl/SB3) | target | met |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
@@ -357,48 +484,93 @@ def markdown(results: dict[str, Any], command: str) -> str:
 
     if "ppo-throughput" in r:
         p = r["ppo-throughput"]
-        row("PPO CartPole frames/s (eval excluded, logging on)", _fmt(p["sb3_fps"], 0),
+        row(
+            "PPO CartPole frames/s (eval excluded, logging on)",
+            _fmt(p["sb3_fps"], 0),
             f"{_fmt(p['xdrl_fps'], 0)} (batching=serial: {_fmt(p['xdrl_serial_fps'], 0)})",
-            _fmt(p["ratio"]), ">= 2", p["ratio"] >= 2)
+            _fmt(p["ratio"]),
+            ">= 2",
+            p["ratio"] >= 2,
+        )
     if "time-to-475" in r:
         t = r["time-to-475"]
         unreached = t.get("unreached", {})
-        row("time to eval mean >= 475, s (eval excluded, median; seeds unreached "
+        row(
+            "time to eval mean >= 475, s (eval excluded, median; seeds unreached "
             f"SB3 {unreached.get('sb3', '?')}, xdrl {unreached.get('xdrl', '?')})",
-            _fmt(t["sb3_time_s"]), _fmt(t["xdrl_time_s"]), _fmt(t["ratio"]), "<= 0.5",
-            None if t["ratio"] is None else t["ratio"] <= 0.5)
+            _fmt(t["sb3_time_s"]),
+            _fmt(t["xdrl_time_s"]),
+            _fmt(t["ratio"]),
+            "<= 0.5",
+            None if t["ratio"] is None else t["ratio"] <= 0.5,
+        )
     if "eval" in r:
         e = r["eval"]
         one = _median([r["sb3_1env_s"] for r in e["runs"]])
         twenty = _median([r["sb3_20env_s"] for r in e["runs"]])
-        row("one evaluation, 20 episodes, s (same actor; SB3 `evaluate_policy` on a 1-env / "
+        row(
+            "one evaluation, 20 episodes, s (same actor; SB3 `evaluate_policy` on a 1-env / "
             "20-env DummyVecEnv, ratio vs the faster)",
             f"{_fmt(one, 3)} / {_fmt(twenty, 3)}",
             f"{_fmt(e['xdrl_s'], 3)} (serial: {_fmt(e['xdrl_serial_s'], 3)})",
-            _fmt(e["ratio"]), "<= 1", e["ratio"] <= 1)
+            _fmt(e["ratio"]),
+            "<= 1",
+            e["ratio"] <= 1,
+        )
     if "hook-overhead" in r:
         h = r["hook-overhead"]
-        row("logging hook set cost, share of frames/s", "-",
+        row(
+            "logging hook set cost, share of frames/s",
+            "-",
             f"{_fmt(h['with_hooks_fps'], 0)} vs {_fmt(h['without_hooks_fps'], 0)} fps",
-            f"{100 * h['overhead']:.1f}%", "<= 3%", h["overhead"] <= 0.03)
+            f"{100 * h['overhead']:.1f}%",
+            "<= 3%",
+            h["overhead"] <= 0.03,
+        )
     if "sac" in r:
         s = r["sac"]
         if "ratio" in s:
-            row("SAC Pendulum frames/s (UTD 1, batch 256, 256x256)", _fmt(s["sb3_fps"], 0),
-                _fmt(s["xdrl_fps"], 0), _fmt(s["ratio"]), ">= 1.5", s["ratio"] >= 1.5)
+            row(
+                "SAC Pendulum frames/s (UTD 1, batch 256, 256x256)",
+                _fmt(s["sb3_fps"], 0),
+                _fmt(s["xdrl_fps"], 0),
+                _fmt(s["ratio"]),
+                ">= 1.5",
+                s["ratio"] >= 1.5,
+            )
         else:
             row("SAC Pendulum frames/s", "-", "-", "-", ">= 1.5", None)
     if "startup" in r:
         s = r["startup"]
-        row("`xdrl-train --help`, s (median)", "-", _fmt(s["help_median_s"]), "-", "< 1",
-            s["help_median_s"] < 1)
-        row("`xdrl-train --cfg job`, s (median)", "-", _fmt(s["cfg_job_median_s"]), "-", "< 1",
-            s["cfg_job_median_s"] < 1)
-        row(f"peak RSS of the default run ({s['default_run_frames']:,} frames), MB", "-",
-            _fmt(s["default_run_peak_rss_mb"], 0), "-", "< 1,536",
-            s["default_run_peak_rss_mb"] < 1536)
-    lines += ["", "Per-seed figures are in bench.json. Timings are wall-clock on a shared machine; "
-              "each seed runs SB3 then xdrl back to back, so read the ratios."]
+        row(
+            "`xdrl-train --help`, s (median)",
+            "-",
+            _fmt(s["help_median_s"]),
+            "-",
+            "< 1",
+            s["help_median_s"] < 1,
+        )
+        row(
+            "`xdrl-train --cfg job`, s (median)",
+            "-",
+            _fmt(s["cfg_job_median_s"]),
+            "-",
+            "< 1",
+            s["cfg_job_median_s"] < 1,
+        )
+        row(
+            f"peak RSS of the default run ({s['default_run_frames']:,} frames), MB",
+            "-",
+            _fmt(s["default_run_peak_rss_mb"], 0),
+            "-",
+            "< 1,536",
+            s["default_run_peak_rss_mb"] < 1536,
+        )
+    lines += [
+        "",
+        "Per-seed figures are in bench.json. Timings are wall-clock on a shared machine; "
+        "each seed runs SB3 then xdrl back to back, so read the ratios.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -408,8 +580,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="seeds per mode (0, 1, ...)")
     parser.add_argument("--quick", action="store_true", help="smaller workloads (smoke test)")
     parser.add_argument("--out", default=str(ROOT / "bench-results"), help="output folder")
-    parser.add_argument("--report-only", action="store_true",
-                        help="rewrite bench.md from an existing bench.json (no runs)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite bench.md from an existing bench.json (no runs)",
+    )
     args = parser.parse_args()
     out = Path(args.out)
     if args.report_only:

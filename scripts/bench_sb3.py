@@ -44,13 +44,20 @@ class EvalTimer(BaseCallback):
             return True
         self.next_eval += self.interval
         t0 = time.perf_counter()
-        mean, _std = evaluate_policy(self.model, self.eval_env, n_eval_episodes=self.episodes,
-                                     deterministic=True)
+        mean, _std = evaluate_policy(
+            self.model, self.eval_env, n_eval_episodes=self.episodes, deterministic=True
+        )
         elapsed = time.perf_counter() - t0
         self.eval_time += elapsed
         train_time = time.perf_counter() - self.start - self.eval_time
-        self.evals.append({"frames": self.num_timesteps, "mean": float(mean),
-                           "train_time_s": train_time, "eval_time_s": elapsed})
+        self.evals.append(
+            {
+                "frames": self.num_timesteps,
+                "mean": float(mean),
+                "train_time_s": train_time,
+                "eval_time_s": elapsed,
+            }
+        )
         if mean >= self.threshold and self.hit is None:
             self.hit = self.evals[-1]
             return False  # stop: the mark is reached
@@ -59,17 +66,39 @@ class EvalTimer(BaseCallback):
 
 def ppo(seed: int, n_envs: int = 8) -> PPO:
     env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=seed)
-    return PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
-               n_epochs=20, ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2),
-               seed=seed, device="cpu", verbose=0)
+    return PPO(
+        "MlpPolicy",
+        env,
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=linear(1e-3),
+        clip_range=linear(0.2),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
 
 
 def sac(seed: int, n_envs: int, train_freq: int, gradient_steps: int, learning_starts: int) -> SAC:
     env = make_vec_env("Pendulum-v1", n_envs=n_envs, seed=seed)
-    return SAC("MlpPolicy", env, learning_rate=3e-4, buffer_size=1_000_000, batch_size=256,
-               learning_starts=learning_starts, train_freq=train_freq,
-               gradient_steps=gradient_steps, policy_kwargs={"net_arch": [256, 256]},
-               seed=seed, device="cpu", verbose=0)
+    return SAC(
+        "MlpPolicy",
+        env,
+        learning_rate=3e-4,
+        buffer_size=1_000_000,
+        batch_size=256,
+        learning_starts=learning_starts,
+        train_freq=train_freq,
+        gradient_steps=gradient_steps,
+        policy_kwargs={"net_arch": [256, 256]},
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
 
 
 def eval_time(seed: int, train_frames: int, episodes: int, weights_out: str | None) -> dict:
@@ -89,8 +118,9 @@ def eval_time(seed: int, train_frames: int, episodes: int, weights_out: str | No
         policy = model.policy
         layers = [m for m in policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
         layers.append(policy.action_net)
-        torch.save([(m.weight.detach().clone(), m.bias.detach().clone()) for m in layers],
-                   weights_out)
+        torch.save(
+            [(m.weight.detach().clone(), m.bias.detach().clone()) for m in layers], weights_out
+        )
     return out
 
 
@@ -114,8 +144,11 @@ def main() -> None:
         t0 = time.perf_counter()
         model.learn(args.frames)
         elapsed = time.perf_counter() - t0
-        result.update(frames=model.num_timesteps, train_time_s=elapsed,
-                      frames_per_second=model.num_timesteps / elapsed)
+        result.update(
+            frames=model.num_timesteps,
+            train_time_s=elapsed,
+            frames_per_second=model.num_timesteps / elapsed,
+        )
     elif args.mode == "time-to-475":
         model = ppo(args.seed)
         eval_env = DummyVecEnv([lambda: gym.make("CartPole-v1")])
@@ -123,19 +156,30 @@ def main() -> None:
         timer = EvalTimer(eval_env, args.eval_interval, args.episodes, 475.0)
         timer.start = time.perf_counter()
         model.learn(args.frames, callback=timer)
-        result.update(hit=timer.hit, evals=timer.evals,
-                      time_to_475_s=timer.hit["train_time_s"] if timer.hit else None,
-                      frames_to_475=timer.hit["frames"] if timer.hit else None)
+        result.update(
+            hit=timer.hit,
+            evals=timer.evals,
+            time_to_475_s=timer.hit["train_time_s"] if timer.hit else None,
+            frames_to_475=timer.hit["frames"] if timer.hit else None,
+        )
     elif args.mode == "eval":
         result.update(eval_time(args.seed, args.frames, args.episodes, args.weights_out))
     else:  # sac: UTD 1, one gradient step per env step
-        model = sac(args.seed, args.sac_envs, train_freq=1, gradient_steps=args.sac_envs,
-                    learning_starts=args.learning_starts)
+        model = sac(
+            args.seed,
+            args.sac_envs,
+            train_freq=1,
+            gradient_steps=args.sac_envs,
+            learning_starts=args.learning_starts,
+        )
         t0 = time.perf_counter()
         model.learn(args.frames)
         elapsed = time.perf_counter() - t0
-        result.update(frames=model.num_timesteps, train_time_s=elapsed,
-                      frames_per_second=model.num_timesteps / elapsed)
+        result.update(
+            frames=model.num_timesteps,
+            train_time_s=elapsed,
+            frames_per_second=model.num_timesteps / elapsed,
+        )
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 

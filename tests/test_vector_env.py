@@ -32,13 +32,15 @@ def test_check_env_specs(env_id: str) -> None:
 def test_specs_match_gym_env() -> None:
     serial = make_env("CartPole-v1", num_envs=4, batching="serial")
     vector = make_env("CartPole-v1", num_envs=4, batching="vector")
-    for name in ("full_observation_spec", "full_action_spec", "full_reward_spec",
-                 "full_done_spec"):
+    for name in ("full_observation_spec", "full_action_spec", "full_reward_spec", "full_done_spec"):
         a, b = getattr(serial, name), getattr(vector, name)
         assert set(a.keys(True, True)) == set(b.keys(True, True)), name
         for key in a.keys(True, True):
             assert (a[key].shape, a[key].dtype, type(a[key])) == (
-                b[key].shape, b[key].dtype, type(b[key])), (name, key)
+                b[key].shape,
+                b[key].dtype,
+                type(b[key]),
+            ), (name, key)
     serial.close(raise_if_closed=False)  # a SerialEnv that never started is "closed"
     vector.close()
 
@@ -72,22 +74,27 @@ def _episode_returns(rollout) -> list[list[list[float]]]:
     """Per sub-env, the episode_reward vector of every finished episode."""
     done = rollout["next", "done"].squeeze(-1)
     ret = rollout["next", "episode_reward"]
-    return [[ret[i, t].reshape(-1).tolist() for t in range(done.shape[1]) if done[i, t]]
-            for i in range(done.shape[0])]
+    return [
+        [ret[i, t].reshape(-1).tolist() for t in range(done.shape[1]) if done[i, t]]
+        for i in range(done.shape[0])
+    ]
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 @pytest.mark.parametrize("until_all_done", [False, True])
 def test_same_episodes_as_serial_env(env_id: str, until_all_done: bool) -> None:
     if until_all_done and env_id == "deep-sea-treasure-v0":
-        pytest.skip("no reference: TorchRL 0.14.1's SerialEnv fails on partial steps after an "
-                    "int->float observation cast (covered by test_multi_objective_vector_reward)")
+        pytest.skip(
+            "no reference: TorchRL 0.14.1's SerialEnv fails on partial steps after an "
+            "int->float observation cast (covered by test_multi_objective_vector_reward)"
+        )
     n, steps, seed = 4, 200, 7
     vector = make_env(env_id, num_envs=n, batching="vector", seed=seed)
     serial = _serial_seeded(env_id, n, seed)
     kwargs = (
         {"break_when_any_done": False, "break_when_all_done": True}
-        if until_all_done else {"break_when_any_done": False}
+        if until_all_done
+        else {"break_when_any_done": False}
     )
     out = {}
     for name, env in {"vector": vector, "serial": serial}.items():
@@ -123,8 +130,9 @@ def test_partial_reset_only_touches_masked_envs() -> None:
 
 
 def test_multi_objective_vector_reward() -> None:
-    env = make_env("deep-sea-treasure-v0", num_envs=3, batching="vector", seed=0,
-                   reward_weights=[0.5, 0.5])
+    env = make_env(
+        "deep-sea-treasure-v0", num_envs=3, batching="vector", seed=0, reward_weights=[0.5, 0.5]
+    )
     assert tuple(env.base_env.reward_spec.shape) == (3, 2)
     rollout = env.rollout(120, break_when_any_done=False)
     assert rollout["next", "episode_reward"].shape[-1] == 2  # per-objective returns
@@ -186,8 +194,10 @@ def test_step_mask_keeps_unstepped_envs() -> None:
     env.set_seed(0)
     td = env.reset()
     obs = td["observation"].clone()
-    td = TensorDict({"action": torch.ones(3, dtype=torch.int64),
-                     "_step": torch.tensor([True, False, True])}, batch_size=[3])
+    td = TensorDict(
+        {"action": torch.ones(3, dtype=torch.int64), "_step": torch.tensor([True, False, True])},
+        batch_size=[3],
+    )
     out = env._step(td)
     assert torch.equal(out["observation"][1], obs[1])
     assert not torch.equal(out["observation"][0], obs[0])
@@ -199,7 +209,8 @@ class _DictObsEnv(gymnasium.Env):
     """A Dict-observation env, which VectorGymEnv does not batch."""
 
     observation_space = gymnasium.spaces.Dict(
-        {"position": gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)})
+        {"position": gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)}
+    )
     action_space = gymnasium.spaces.Discrete(2)
 
     def __init__(self, render_mode=None):

@@ -138,9 +138,13 @@ def build_logger(cfg: DictConfig, resume_dir: str | None = None) -> Any:
         overrides["id"] = stable_run_id(resume_dir)
     if "group" in node and node.group is None:
         overrides["group"] = _sweep_group()
-    node = OmegaConf.merge(node, overrides) if overrides else node
-    logger = _instantiate(node, "logging.logger")
-    log_config(logger, OmegaConf.to_container(cfg, resolve=True))
+    if overrides:
+        node = OmegaConf.merge(node, overrides)
+    logger = _instantiate(node, "logging.logger")  # type: ignore[arg-type]
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    log_config(
+        logger, {str(k): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}
+    )
     return logger
 
 

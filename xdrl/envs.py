@@ -47,8 +47,10 @@ def check_env_id(env_id: str, key: str = "env.id") -> None:
     if env_id in registry:
         return
     close = difflib.get_close_matches(env_id, list(registry), n=3, cutoff=0.6)
-    hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else (
-        "run `python -c \"import gymnasium; gymnasium.pprint_registry()\"` for the list"
+    hint = (
+        f"did you mean {', '.join(repr(c) for c in close)}?"
+        if close
+        else ('run `python -c "import gymnasium; gymnasium.pprint_registry()"` for the list')
     )
     raise ConfigError(key, f"unknown environment id {env_id!r}; {hint}")
 
@@ -65,8 +67,16 @@ def _missing_dependency(env_id: str, error: Exception) -> ConfigError:
     return ConfigError("env.id", f"{env_id} cannot be created: {text.splitlines()[0]}")
 
 
-def _make_base(env_id: str, *, multi_objective: bool, device: str, frame_skip: int,
-               max_episode_steps: int | None, render: bool, make_kwargs: dict[str, Any]):
+def _make_base(
+    env_id: str,
+    *,
+    multi_objective: bool,
+    device: str,
+    frame_skip: int,
+    max_episode_steps: int | None,
+    render: bool,
+    make_kwargs: dict[str, Any],
+):
     """One TorchRL-wrapped gymnasium env (no batching, no transforms)."""
     import gymnasium
     from torchrl.envs import GymEnv, MOGymEnv
@@ -79,14 +89,23 @@ def _make_base(env_id: str, *, multi_objective: bool, device: str, frame_skip: i
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # off-screen frames need no display
     cls = MOGymEnv if multi_objective else GymEnv
     try:
-        return cls(env_id, categorical_action_encoding=True, frame_skip=frame_skip,
-                   device=device, **kwargs)
+        return cls(
+            env_id, categorical_action_encoding=True, frame_skip=frame_skip, device=device, **kwargs
+        )
     except (gymnasium.error.DependencyNotInstalled, ImportError, ModuleNotFoundError) as err:
         raise _missing_dependency(env_id, err) from err
 
 
-def _make_vector(env_id: str, num_envs: int, *, device: str, frame_skip: int,
-                 max_episode_steps: int | None, render: bool, make_kwargs: dict[str, Any]):
+def _make_vector(
+    env_id: str,
+    num_envs: int,
+    *,
+    device: str,
+    frame_skip: int,
+    max_episode_steps: int | None,
+    render: bool,
+    make_kwargs: dict[str, Any],
+):
     """``num_envs`` gymnasium envs as one :class:`~xdrl.vector_env.VectorGymEnv`, or None when
     their spaces are not plain arrays (Dict/Tuple observations: the caller falls back to serial)."""
     import gymnasium
@@ -100,8 +119,9 @@ def _make_vector(env_id: str, num_envs: int, *, device: str, frame_skip: int,
         kwargs["render_mode"] = "rgb_array"
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
-        return VectorGymEnv(env_id, num_envs, make_kwargs=kwargs, frame_skip=frame_skip,
-                            device=device)
+        return VectorGymEnv(
+            env_id, num_envs, make_kwargs=kwargs, frame_skip=frame_skip, device=device
+        )
     except UnsupportedSpaceError as err:
         log.info("env.batching=vector does not fit %s (%s); using serial", env_id, err)
         return None
@@ -122,7 +142,9 @@ def check_reward_weights(weights: Sequence[float], reward_dim: int, env_id: str)
     if any(math.isnan(v) or math.isinf(v) for v in values):
         raise ConfigError(key, f"weights must be finite numbers, got {values}")
     if sum(values) <= 0:
-        raise ConfigError(key, f"weights must have a positive sum, got {values} (sum {sum(values)})")
+        raise ConfigError(
+            key, f"weights must have a positive sum, got {values} (sum {sum(values)})"
+        )
     return values
 
 
@@ -134,8 +156,9 @@ def _observation_casts(spec) -> list:
     casts = []
     for key, leaf in spec.items(include_nested=True, leaves_only=True):
         if leaf.dtype != torch.float32:
-            casts.append(DTypeCastTransform(dtype_in=leaf.dtype, dtype_out=torch.float32,
-                                            in_keys=[key]))
+            casts.append(
+                DTypeCastTransform(dtype_in=leaf.dtype, dtype_out=torch.float32, in_keys=[key])
+            )
     return casts
 
 
@@ -197,22 +220,35 @@ def make_env(
     if frame_skip < 1:
         raise ConfigError("env.frame_skip", f"must be at least 1, got {frame_skip}")
     if batching not in ("vector", "serial", "parallel"):
-        raise ConfigError("env.batching",
-                          f"must be 'vector', 'serial' or 'parallel', got {batching!r}")
+        raise ConfigError(
+            "env.batching", f"must be 'vector', 'serial' or 'parallel', got {batching!r}"
+        )
     multi_objective = is_multi_objective(id)
     if reward_weights is not None and not multi_objective:
         raise ConfigError("env.reward_weights", f"{id} has a scalar reward; set it to null")
 
     def make_one():
-        return _make_base(id, multi_objective=multi_objective, device=device,
-                          frame_skip=frame_skip, max_episode_steps=max_episode_steps,
-                          render=render, make_kwargs=dict(make_kwargs or {}))
+        return _make_base(
+            id,
+            multi_objective=multi_objective,
+            device=device,
+            frame_skip=frame_skip,
+            max_episode_steps=max_episode_steps,
+            render=render,
+            make_kwargs=dict(make_kwargs or {}),
+        )
 
     base = None
     if batching == "vector":
-        base = _make_vector(id, num_envs, device=device, frame_skip=frame_skip,
-                            max_episode_steps=max_episode_steps, render=render,
-                            make_kwargs=dict(make_kwargs or {}))
+        base = _make_vector(
+            id,
+            num_envs,
+            device=device,
+            frame_skip=frame_skip,
+            max_episode_steps=max_episode_steps,
+            render=render,
+            make_kwargs=dict(make_kwargs or {}),
+        )
     probe = base if base is not None else make_one()  # fails fast on a missing package
     reward_dim = int(probe.reward_spec.shape[-1]) if multi_objective else 1
     casts = _observation_casts(probe.observation_spec)

@@ -57,8 +57,8 @@ class CSVLogger(_TorchRLCSVLogger):
         """Write ``video`` ([N,] T, C, H, W, uint8) as an mp4 file."""
         import imageio.v2 as imageio
 
-        fps = int(kwargs.get("fps", self.video_fps))
-        frames = video.reshape(-1, *video.shape[-3:]).permute(0, 2, 3, 1).cpu().numpy()
+        fps = int(kwargs.get("fps") or self.video_fps)
+        frames = list(video.reshape(-1, *video.shape[-3:]).permute(0, 2, 3, 1).cpu().numpy())
         path = Path(self.experiment.log_dir) / "videos" / f"{name}_{step or 0}.mp4"
         path.parent.mkdir(parents=True, exist_ok=True)
         imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)

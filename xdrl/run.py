@@ -73,8 +73,7 @@ class _StopRequest:
         if self._signum != signal.SIGUSR2:  # a later SIGTERM must not hide submitit's USR2
             self._signum = signum
             self.signal = signal.Signals(signum).name
-        log.warning("%s received: stopping after this iteration",
-                    signal.Signals(signum).name)
+        log.warning("%s received: stopping after this iteration", signal.Signals(signum).name)
         self.run.trainer.request_stop(self.signal)
 
     def __exit__(self, *exc: Any) -> None:

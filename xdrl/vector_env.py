@@ -142,7 +142,7 @@ class VectorGymEnv(EnvBase):
             env, act, total = self._envs[i], action[i], 0.0
             for _ in range(frame_skip):
                 ob, rew, term, trunc, _info = env.step(act)
-                total = total + rew
+                total = total + float(rew)
                 if term or trunc:
                     break
             obs[i] = ob
@@ -165,8 +165,13 @@ class VectorGymEnv(EnvBase):
         self._truncated = np.zeros_like(self._truncated)
         return self._output(obs, None, self._terminated, self._truncated)
 
-    def _output(self, obs: np.ndarray, reward: np.ndarray | None, terminated: np.ndarray,
-                truncated: np.ndarray) -> TensorDictBase:
+    def _output(
+        self,
+        obs: np.ndarray,
+        reward: np.ndarray | None,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> TensorDictBase:
         """One TensorDict of batch size [N] (no reward at reset)."""
         source = {
             "observation": torch.from_numpy(obs),

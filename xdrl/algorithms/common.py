@@ -58,7 +58,9 @@ class AlgorithmParts:
 def activation_class(name: str) -> type[nn.Module]:
     """The torch activation class for a config name."""
     if name not in ACTIVATIONS:
-        raise ConfigError("algorithm.build.activation", f"must be one of {sorted(ACTIVATIONS)}, got {name!r}")
+        raise ConfigError(
+            "algorithm.build.activation", f"must be one of {sorted(ACTIVATIONS)}, got {name!r}"
+        )
     return ACTIVATIONS[name]
 
 
@@ -104,26 +106,50 @@ def orthogonal_init(mlp: nn.Module, last_gain: float) -> nn.Module:
     return mlp
 
 
-def stochastic_actor(env, cells: Sequence[int], act: type[nn.Module], device: str) -> ProbabilisticActor:
+def stochastic_actor(
+    env, cells: Sequence[int], act: type[nn.Module], device: str
+) -> ProbabilisticActor:
     """A categorical actor for discrete actions, a tanh-normal one for continuous actions."""
     spec = env.action_spec_unbatched
     obs_dim = observation_dim(env)
     if is_discrete(env):
-        net = orthogonal_init(MLP(in_features=obs_dim, out_features=int(spec.space.n),
-                                  num_cells=list(cells), activation_class=act, device=device), 0.01)
+        net = orthogonal_init(
+            MLP(
+                in_features=obs_dim,
+                out_features=int(spec.space.n),
+                num_cells=list(cells),
+                activation_class=act,
+                device=device,
+            ),
+            0.01,
+        )
         module = TensorDictModule(net, in_keys=["observation"], out_keys=["logits"])
-        return ProbabilisticActor(module, in_keys=["logits"], spec=env.full_action_spec_unbatched,
-                                  distribution_class=torch.distributions.Categorical,
-                                  return_log_prob=True)
+        return ProbabilisticActor(
+            module,
+            in_keys=["logits"],
+            spec=env.full_action_spec_unbatched,
+            distribution_class=torch.distributions.Categorical,
+            return_log_prob=True,
+        )
     action_dim = int(spec.shape[-1])
     net = nn.Sequential(
-        orthogonal_init(MLP(in_features=obs_dim, out_features=2 * action_dim,
-                            num_cells=list(cells), activation_class=act, device=device), 0.01),
+        orthogonal_init(
+            MLP(
+                in_features=obs_dim,
+                out_features=2 * action_dim,
+                num_cells=list(cells),
+                activation_class=act,
+                device=device,
+            ),
+            0.01,
+        ),
         NormalParamExtractor(),
     )
     module = TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"])
     return ProbabilisticActor(
-        module, in_keys=["loc", "scale"], spec=env.full_action_spec_unbatched,
+        module,
+        in_keys=["loc", "scale"],
+        spec=env.full_action_spec_unbatched,
         distribution_class=TanhNormal,
         distribution_kwargs={"low": spec.space.low.to(device), "high": spec.space.high.to(device)},
         return_log_prob=True,
@@ -132,8 +158,16 @@ def stochastic_actor(env, cells: Sequence[int], act: type[nn.Module], device: st
 
 def state_value(env, cells: Sequence[int], act: type[nn.Module], device: str) -> ValueOperator:
     """A state-value critic V(s)."""
-    net = orthogonal_init(MLP(in_features=observation_dim(env), out_features=1,
-                              num_cells=list(cells), activation_class=act, device=device), 1.0)
+    net = orthogonal_init(
+        MLP(
+            in_features=observation_dim(env),
+            out_features=1,
+            num_cells=list(cells),
+            activation_class=act,
+            device=device,
+        ),
+        1.0,
+    )
     return ValueOperator(net, in_keys=["observation"])
 
 
@@ -146,25 +180,45 @@ def action_bounds(env) -> tuple[torch.Tensor, torch.Tensor]:
 def deterministic_actor(env, cells: Sequence[int], act: type[nn.Module], device: str):
     """A deterministic actor a = tanh(MLP(s)) rescaled to the action bounds (TD3, DDPG)."""
     low, high = action_bounds(env)
-    net = MLP(in_features=observation_dim(env), out_features=int(low.numel()),
-              num_cells=list(cells), activation_class=act, device=device)
+    net = MLP(
+        in_features=observation_dim(env),
+        out_features=int(low.numel()),
+        num_cells=list(cells),
+        activation_class=act,
+        device=device,
+    )
     return TensorDictSequential(
         TensorDictModule(net, in_keys=["observation"], out_keys=["param"]),
-        TanhModule(in_keys=["param"], out_keys=["action"], spec=env.action_spec_unbatched,
-                   low=low.to(device), high=high.to(device)),
+        TanhModule(
+            in_keys=["param"],
+            out_keys=["action"],
+            spec=env.action_spec_unbatched,
+            low=low.to(device),
+            high=high.to(device),
+        ),
     )
 
 
 def action_value(env, cells: Sequence[int], act: type[nn.Module], device: str) -> ValueOperator:
     """A state-action critic Q(s, a) for continuous actions (SAC, TD3)."""
     in_features = observation_dim(env) + int(env.action_spec_unbatched.shape[-1])
-    net = MLP(in_features=in_features, out_features=1, num_cells=list(cells),
-              activation_class=act, device=device)
+    net = MLP(
+        in_features=in_features,
+        out_features=1,
+        num_cells=list(cells),
+        activation_class=act,
+        device=device,
+    )
     return ValueOperator(net, in_keys=["observation", "action"])
 
 
 def q_value_actor(env, cells: Sequence[int], act: type[nn.Module], device: str) -> QValueActor:
     """A greedy Q-network actor for discrete actions: one action value per action (DQN)."""
-    net = MLP(in_features=observation_dim(env), out_features=int(env.action_spec_unbatched.space.n),
-              num_cells=list(cells), activation_class=act, device=device)
+    net = MLP(
+        in_features=observation_dim(env),
+        out_features=int(env.action_spec_unbatched.space.n),
+        num_cells=list(cells),
+        activation_class=act,
+        device=device,
+    )
     return QValueActor(net, in_keys=["observation"], spec=env.full_action_spec_unbatched["action"])

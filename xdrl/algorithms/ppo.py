@@ -14,7 +14,7 @@ from xdrl.errors import ConfigError
 
 
 def minibatch_buffer(frames_per_batch: int, minibatch_size: int, key: str) -> ReplayBufferTrainer:
-    """A buffer holding one batch, sampled in minibatches without replacement (one epoch = one pass)."""
+    """One batch, sampled in minibatches without replacement (one epoch = one pass)."""
     if minibatch_size < 1 or frames_per_batch % minibatch_size:
         raise ConfigError(
             key, f"{minibatch_size} must be positive and divide frames_per_batch={frames_per_batch}"
@@ -57,8 +57,13 @@ def use_reward_scale(loss_module, reward_scale: float, key: str) -> list:
     return [("batch_process", RewardScale(reward_scale))]
 
 
-def on_policy_hooks(loss_module, buffer: ReplayBufferTrainer, *, advantage_every_epoch: bool,
-                    scale_hooks: list | None = None):
+def on_policy_hooks(
+    loss_module,
+    buffer: ReplayBufferTrainer,
+    *,
+    advantage_every_epoch: bool,
+    scale_hooks: list | None = None,
+):
     """Reward scaling, GAE then buffer extend (per batch, or per epoch), minibatch sampling."""
     value_hook = ValueEstimatorHook(loss_module.value_estimator)
     stage = "pre_epoch" if advantage_every_epoch else "batch_process"
@@ -100,12 +105,18 @@ def build(
     actor = stochastic_actor(env, actor_cells, act, device)
     critic = state_value(env, critic_cells, act, device)
     loss = ClipPPOLoss(
-        actor, critic, clip_epsilon=clip_epsilon, entropy_bonus=entropy_coef > 0,
-        entropy_coeff=entropy_coef if entropy_coef > 0 else None, critic_coeff=critic_coef,
-        loss_critic_type="l2", normalize_advantage=normalize_advantage,
+        actor,
+        critic,
+        clip_epsilon=clip_epsilon,
+        entropy_bonus=entropy_coef > 0,
+        entropy_coeff=entropy_coef if entropy_coef > 0 else None,
+        critic_coeff=critic_coef,
+        loss_critic_type="l2",
+        normalize_advantage=normalize_advantage,
     )
-    loss.make_value_estimator(GAE, gamma=gamma, lmbda=lmbda, value_network=critic,
-                              average_gae=False, device=device)
+    loss.make_value_estimator(
+        GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
+    )
     scale_hooks = use_reward_scale(loss, reward_scale, "algorithm.build.reward_scale")
     buffer = minibatch_buffer(frames_per_batch, minibatch_size, "algorithm.build.minibatch_size")
     return AlgorithmParts(
@@ -114,7 +125,8 @@ def build(
         loss_module=loss,
         optim_steps_per_batch=frames_per_batch // minibatch_size,
         num_epochs=epochs,
-        hooks=on_policy_hooks(loss, buffer, advantage_every_epoch=advantage_every_epoch,
-                              scale_hooks=scale_hooks),
+        hooks=on_policy_hooks(
+            loss, buffer, advantage_every_epoch=advantage_every_epoch, scale_hooks=scale_hooks
+        ),
         modules={"replay_buffer": buffer},
     )

@@ -139,10 +139,11 @@ class VectorGymEnv(EnvBase):
         truncated = self._truncated.copy()
         frame_skip = self.frame_skip
         for i in indices:
-            env, act, total = self._envs[i], action[i], 0.0
+            env, act = self._envs[i], action[i]
+            total: Any = 0.0  # a float, or an array for MO-Gymnasium's vector rewards
             for _ in range(frame_skip):
                 ob, rew, term, trunc, _info = env.step(act)
-                total = total + float(rew)
+                total = total + rew
                 if term or trunc:
                     break
             obs[i] = ob

@@ -7,12 +7,17 @@ import difflib
 import logging
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from xdrl.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+# Harmless and repeated for every MO-Gymnasium env with float64 bounds; it would sit above any
+# one-line config error on stderr.
+warnings.filterwarnings("ignore", message=".*precision lowered by casting to float32.*")
 
 # Extras that unlock optional environment families, keyed by the module gymnasium fails to import.
 _EXTRA_FOR_MISSING = {

@@ -83,12 +83,59 @@ def _in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def _override_error(overrides: list[str]) -> str | None:
+    """One line saying what is wrong with the command line's overrides (None: nothing)."""
+    import difflib
+
+    from hydra import compose, initialize_config_module
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    try:
+        with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+            base = compose("config")
+            compose("config", overrides=overrides)
+    except MissingConfigException as err:
+        text = str(err)
+        missing = text.split("Could not find '")[-1].split("'")[0]
+        group, _, option = missing.rpartition("/")
+        options = sorted(line.strip() for line in text.split("\n") if line.startswith("\t"))
+        close = difflib.get_close_matches(option, options, n=1)
+        hint = f"did you mean {group}={close[0]}?" if close else f"options: {', '.join(options)}"
+        return f"{group}: no option {option!r}; {hint}"
+    except ConfigCompositionException as err:
+        key = str(err).split("'")[1] if "'" in str(err) else str(err)
+        keys = _dotted_keys(OmegaConf.to_container(base, resolve=False))
+        close = difflib.get_close_matches(key, keys, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"to add a new key use +{key}=..."
+        return f"{key}: not a config key; {hint}"
+    except Exception as err:  # noqa: BLE001 - Hydra then reports anything else itself
+        return str(err).splitlines()[0] if str(err) else None
+    return None
+
+
+def _dotted_keys(node: object, prefix: str = "") -> list[str]:
+    """Every key of a nested config, dotted (``algorithm.build.clip_epsilon``)."""
+    if not isinstance(node, dict):
+        return [prefix.rstrip(".")] if prefix else []
+    keys: list[str] = []
+    for key, value in node.items():
+        keys += _dotted_keys(value, f"{prefix}{key}.") or [f"{prefix}{key}"]
+    return keys
+
+
 def main() -> None:
-    """Console script: a fast ``--help``, everything else through Hydra."""
+    """Console script: a fast ``--help``; single runs get their overrides checked first, so a
+    typo is one line on stderr (exit 2); everything else goes through Hydra."""
     args = sys.argv[1:]
     if "--help" in args or "-h" in args:
         print(_fast_help([a for a in args if a not in ("--help", "-h")]))
         return
+    plain = [a for a in args if not a.startswith(("hydra.", "hydra/", "+hydra"))]
+    if args and not any(a.startswith("-") for a in args):
+        error = _override_error(plain)
+        if error is not None:
+            print(f"xdrl-train: config error: {error}", file=sys.stderr)
+            raise SystemExit(2)
     train()
 
 

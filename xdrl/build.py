@@ -71,6 +71,7 @@ def _positive(value: int, key: str, *, allow_zero: bool = False) -> int:
 def _check_sizes(cfg: DictConfig) -> None:
     _positive(cfg.total_frames, "total_frames")
     _positive(cfg.frames_per_batch, "frames_per_batch")
+    _positive(cfg.env.num_envs, "env.num_envs")
     batches = -(-cfg.total_frames // cfg.frames_per_batch)
     if batches * cfg.frames_per_batch != cfg.total_frames:
         log.info(

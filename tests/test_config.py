@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from tests.conftest import CONF, compose_config
+from tests.conftest import CONF, compose_config, read_scalars
 
 OPTIONAL_ENV_PACKAGES = {"box2d": "Box2D", "mujoco": "mujoco"}
 
@@ -62,6 +62,11 @@ def test_logging_file_instantiates(logging_file: str, tmp_path: Path, monkeypatc
         import wandb
 
         wandb.finish()
+        assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 1  # under run_dir
+    elif logging_file == "tensorboard":
+        assert list((tmp_path / "logs" / "test").glob("events.out.tfevents.*"))
+    else:
+        assert read_scalars(tmp_path / "logs") == {"counters/total_frames": [(1, 1.0)]}
 
 
 @pytest.mark.parametrize("group", ["algorithm", "eval", "checkpoint", "experiment"])

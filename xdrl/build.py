@@ -196,8 +196,10 @@ def _lr_schedule(cfg: DictConfig, optimizer: torch.optim.Optimizer) -> LRSchedul
         raise ConfigError(
             "algorithm.lr_schedule", f"must be 'constant' or 'linear', got {schedule!r}"
         )
-    batches = max(1, -(-cfg.total_frames // cfg.frames_per_batch))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: max(0.0, 1.0 - i / batches))
+    batches = cfg.total_frames // cfg.frames_per_batch  # whole batches (see _check_sizes)
+    scheduler = torch.optim.lr_scheduler.LinearLR(
+        optimizer, start_factor=1.0, end_factor=0.0, total_iters=batches
+    )
     return LRSchedulerHook(scheduler, interval="batch")
 
 

@@ -35,6 +35,7 @@ BENCH_VENV = ROOT / ".bench-venv"
 BENCH_PY = BENCH_VENV / "bin" / "python"
 XDRL_TRAIN = ROOT / ".venv" / "bin" / "xdrl-train"
 SB3_DRIVER = ROOT / "scripts" / "bench_sb3.py"
+LOOPS_DRIVER = ROOT / "scripts" / "bench_loops.py"
 MODES = ["ppo-throughput", "time-to-475", "eval", "hook-overhead", "sac", "startup"]
 EVAL_KEY = "eval/deterministic/reward/episode_reward_mean"
 
@@ -85,6 +86,15 @@ def sb3(mode: str, seed: int, *args: str) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def loop(name: str, seed: int, frames: int) -> float:
+    """frames/s of a reference loop (``scripts/bench_loops.py``) in the project's venv."""
+    python = str(XDRL_TRAIN.with_name("python"))
+    proc = _run([python, str(LOOPS_DRIVER), name, "--seed", str(seed), "--frames", str(frames)])
+    if proc.returncode:
+        raise RuntimeError(f"{name} loop failed:\n{proc.stderr[-3000:]}")
+    return float(json.loads(proc.stdout.strip().splitlines()[-1])["frames_per_second"])
+
+
 def xdrl(overrides: list[str], seed: int) -> dict[str, Any]:
     """One xdrl-train run; summary.json plus the CSV scalars and the peak RSS."""
     run_dir = Path(tempfile.mkdtemp(prefix="xdrl-bench-"))
@@ -133,12 +143,18 @@ def ppo_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
         serial = xdrl(
             [*PPO_PRESET, f"total_frames={frames}", "eval=none", "env.batching=serial"], seed
         )
+        bare_torchrl = loop("torchrl", seed, frames)
+        bare_torch = loop("torch", seed, frames)
         rows.append(
             {
                 "seed": seed,
                 "sb3_fps": s["frames_per_second"],
                 "xdrl_fps": x["frames_per_second"],
                 "xdrl_serial_fps": serial["frames_per_second"],
+                "torchrl_loop_fps": bare_torchrl,
+                "torch_loop_fps": bare_torch,
+                "torchrl_loop_ratio": bare_torchrl / s["frames_per_second"],
+                "torch_loop_ratio": bare_torch / s["frames_per_second"],
                 "ratio": x["frames_per_second"] / s["frames_per_second"],
                 "sb3_peak_rss_mb": s["peak_rss_mb"],
                 "xdrl_peak_rss_mb": x["peak_rss_mb"],
@@ -151,7 +167,11 @@ def ppo_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
         "sb3_fps": _median([r["sb3_fps"] for r in rows]),
         "xdrl_fps": _median([r["xdrl_fps"] for r in rows]),
         "xdrl_serial_fps": _median([r["xdrl_serial_fps"] for r in rows]),
+        "torchrl_loop_fps": _median([r["torchrl_loop_fps"] for r in rows]),
+        "torch_loop_fps": _median([r["torch_loop_fps"] for r in rows]),
         "ratio": _median([r["ratio"] for r in rows]),
+        "torchrl_loop_ratio": _median([r["torchrl_loop_ratio"] for r in rows]),
+        "torch_loop_ratio": _median([r["torch_loop_ratio"] for r in rows]),
         "target": ">= 2.0",
     }
 
@@ -491,6 +511,22 @@ def markdown(results: dict[str, Any], command: str) -> str:
             _fmt(p["ratio"]),
             ">= 2",
             p["ratio"] >= 2,
+        )
+        row(
+            "same workload, bare TorchRL loop (tutorial style, no Trainer) frames/s",
+            _fmt(p["sb3_fps"], 0),
+            _fmt(p.get("torchrl_loop_fps"), 0),
+            _fmt(p.get("torchrl_loop_ratio")),
+            "reference",
+            None,
+        )
+        row(
+            "same workload, hand-written PyTorch + gymnasium loop (the floor) frames/s",
+            _fmt(p["sb3_fps"], 0),
+            _fmt(p.get("torch_loop_fps"), 0),
+            _fmt(p.get("torch_loop_ratio")),
+            "reference",
+            None,
         )
     if "time-to-475" in r:
         t = r["time-to-475"]

@@ -191,3 +191,29 @@ def test_missing_optional_package_names_the_extra(
         instantiate(cfg.env)(num_envs=1, seed=0)
     assert f"pip install 'xdrl[{extra}]'" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_whole_batch_minibatch_is_the_flattened_batch_and_matches_the_buffer() -> None:
+    """minibatch_size == frames_per_batch: every epoch trains on the whole batch, and its loss
+    equals the loss on TorchRL's buffer sample (a permutation of the same frames)."""
+    import torch
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
+
+    from xdrl.algorithms.ppo import WholeBatch, minibatch_buffer
+
+    whole = minibatch_buffer(12, 12, "algorithm.build.minibatch_size")
+    assert isinstance(whole, WholeBatch)
+    batch = TensorDict({"x": torch.arange(12.0).reshape(3, 4)}, batch_size=[3, 4])
+    assert whole.extend(batch) is batch
+    sample = whole.sample(batch)
+    assert sample.batch_size == torch.Size([12])
+    assert sample["x"].tolist() == list(range(12))
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(12), sampler=SamplerWithoutReplacement(), batch_size=12
+    )
+    buffer.extend(batch.reshape(-1))
+    permuted = buffer.sample()["x"]
+    assert sorted(permuted.tolist()) == list(range(12))
+    assert torch.isclose((permuted**2).mean(), (sample["x"] ** 2).mean())
+    assert not isinstance(minibatch_buffer(12, 4, "k"), WholeBatch)

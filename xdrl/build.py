@@ -231,6 +231,7 @@ def build_trainer(cfg: DictConfig) -> Run:
         device=cfg.device,
         init_random_frames=parts.init_random_frames,
         exploration_type=ExplorationType.RANDOM,
+        track_traj_ids=False,  # nothing reads traj_ids; skipping them saves ~20% of collection
     )
 
     # Optimizer

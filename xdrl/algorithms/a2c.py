@@ -45,6 +45,7 @@ def build(
         entropy_coeff=entropy_coef if entropy_coef > 0 else None,
         critic_coeff=critic_coef,
         loss_critic_type="l2",
+        functional=False,  # no per-call parameter swapping (see ppo.build)
     )
     loss.make_value_estimator(
         GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
@@ -57,5 +58,5 @@ def build(
         optim_steps_per_batch=frames_per_batch // minibatch_size,
         num_epochs=epochs,
         hooks=on_policy_hooks(loss, buffer, advantage_every_epoch=False),
-        modules={"replay_buffer": buffer},
+        # no checkpointed buffer: it only ever holds the batch being trained on
     )

@@ -86,10 +86,11 @@ def sb3(mode: str, seed: int, *args: str) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def loop(name: str, seed: int, frames: int) -> float:
+def loop(name: str, seed: int, frames: int, *args: str) -> float:
     """frames/s of a reference loop (``scripts/bench_loops.py``) in the project's venv."""
     python = str(XDRL_TRAIN.with_name("python"))
-    proc = _run([python, str(LOOPS_DRIVER), name, "--seed", str(seed), "--frames", str(frames)])
+    cmd = [python, str(LOOPS_DRIVER), name, "--seed", str(seed), "--frames", str(frames), *args]
+    proc = _run(cmd)
     if proc.returncode:
         raise RuntimeError(f"{name} loop failed:\n{proc.stderr[-3000:]}")
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["frames_per_second"])
@@ -392,12 +393,15 @@ def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
             ],
             seed,
         )
+        floor = loop("sac-torch", seed, frames, "--warmup", str(warmup))
         rows.append(
             {
                 "seed": seed,
                 "sb3_fps": s["frames_per_second"],
                 "xdrl_fps": x["frames_per_second"],
+                "torch_loop_fps": floor,
                 "ratio": x["frames_per_second"] / s["frames_per_second"],
+                "torch_loop_ratio": floor / s["frames_per_second"],
             }
         )
         print(f"  sac seed {seed}: {rows[-1]}", flush=True)
@@ -407,7 +411,9 @@ def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
         "runs": rows,
         "sb3_fps": _median([r["sb3_fps"] for r in rows]),
         "xdrl_fps": _median([r["xdrl_fps"] for r in rows]),
+        "torch_loop_fps": _median([r["torch_loop_fps"] for r in rows]),
         "ratio": _median([r["ratio"] for r in rows]),
+        "torch_loop_ratio": _median([r["torch_loop_ratio"] for r in rows]),
         "target": ">= 1.5",
         "workload": "Pendulum-v1, 1 env, UTD 1, batch 256, 256x256 nets, "
         f"{warmup} random warm-up frames",
@@ -573,6 +579,14 @@ def markdown(results: dict[str, Any], command: str) -> str:
                 _fmt(s["ratio"]),
                 ">= 1.5",
                 s["ratio"] >= 1.5,
+            )
+            row(
+                "same SAC workload, hand-written PyTorch + gymnasium loop (the floor) frames/s",
+                _fmt(s["sb3_fps"], 0),
+                _fmt(s.get("torch_loop_fps"), 0),
+                _fmt(s.get("torch_loop_ratio")),
+                "reference",
+                None,
             )
         else:
             row("SAC Pendulum frames/s", "-", "-", "-", ">= 1.5", None)

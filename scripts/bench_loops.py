@@ -8,6 +8,8 @@ training, no evaluation):
   ``ClipPPOLoss``, ``Adam``), without a Trainer or any hooks.
 - ``torch``: a hand-written PyTorch + gymnasium loop with no RL library at all; it is the floor
   any TorchRL-based launcher can approach on this machine, not a competitor.
+- ``sac-torch``: the same floor for SAC on Pendulum-v1 (1 env, UTD 1, batch 256, 256x256 nets,
+  ``--warmup`` random frames first), the workload of the benchmark's SAC mode.
 
 Usage: ``python scripts/bench_loops.py torchrl --seed 0 --frames 10240`` prints one JSON line.
 """
@@ -155,15 +157,104 @@ def torch_loop(seed: int, frames: int) -> float:
     return frames / elapsed
 
 
+def sac_torch_loop(seed: int, frames: int, warmup: int) -> float:
+    """Plain PyTorch SAC (twin Q, learned temperature, Polyak targets); returns frames/s."""
+    import copy
+
+    import gymnasium as gym
+
+    torch.manual_seed(seed)
+    env = gym.make("Pendulum-v1")
+    obs_dim, act_dim, batch = 3, 1, 256
+
+    def mlp(n_in: int, n_out: int) -> nn.Sequential:
+        return nn.Sequential(
+            nn.Linear(n_in, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, n_out)
+        )
+
+    actor, q1, q2 = mlp(obs_dim, 2 * act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
+    targets = copy.deepcopy(nn.ModuleList([q1, q2]))
+    log_alpha = torch.zeros(1, requires_grad=True)
+    opt_actor = torch.optim.Adam(actor.parameters(), lr=3e-4)
+    opt_q = torch.optim.Adam([*q1.parameters(), *q2.parameters()], lr=3e-4)
+    opt_alpha = torch.optim.Adam([log_alpha], lr=3e-4)
+    storage = {
+        "obs": torch.zeros(frames, obs_dim),
+        "act": torch.zeros(frames, act_dim),
+        "rew": torch.zeros(frames, 1),
+        "next": torch.zeros(frames, obs_dim),
+        "term": torch.zeros(frames, 1),
+    }
+
+    def sample(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = actor(obs).chunk(2, -1)
+        dist = torch.distributions.Normal(mean, log_std.clamp(-20, 2).exp())
+        u = dist.rsample()
+        action = torch.tanh(u)
+        log_prob = dist.log_prob(u) - torch.log(1 - action.pow(2) + 1e-6)
+        return action * 2.0, log_prob.sum(-1, keepdim=True)
+
+    obs_np, _ = env.reset(seed=seed)
+    start = time.perf_counter()
+    for step in range(frames):
+        obs = torch.as_tensor(obs_np, dtype=torch.float32)
+        if step < warmup:
+            action = torch.as_tensor(env.action_space.sample())
+        else:
+            with torch.no_grad():
+                action = sample(obs[None])[0][0]
+        next_np, rew, term, trunc, _ = env.step(action.numpy())
+        for key, value in zip(storage, (obs, action, rew, next_np, term), strict=True):
+            storage[key][step] = torch.as_tensor(value, dtype=torch.float32)
+        obs_np = env.reset()[0] if term or trunc else next_np
+        if step < warmup:
+            continue
+        idx = torch.randint(0, step + 1, (batch,))
+        o, a, r, n, d = (storage[key][idx] for key in storage)
+        alpha = log_alpha.exp()
+        with torch.no_grad():
+            next_action, next_log_prob = sample(n)
+            x = torch.cat([n, next_action], -1)
+            target_q = torch.min(targets[0](x), targets[1](x)) - alpha * next_log_prob
+            y = r + 0.99 * (1 - d) * target_q
+        x = torch.cat([o, a], -1)
+        q_loss = 0.5 * ((q1(x) - y).pow(2).mean() + (q2(x) - y).pow(2).mean())
+        opt_q.zero_grad()
+        q_loss.backward()
+        opt_q.step()
+        new_action, log_prob = sample(o)
+        x = torch.cat([o, new_action], -1)
+        actor_loss = (alpha.detach() * log_prob - torch.min(q1(x), q2(x))).mean()
+        opt_actor.zero_grad()
+        actor_loss.backward()
+        opt_actor.step()
+        alpha_loss = -(log_alpha * (log_prob.detach() - act_dim)).mean()
+        opt_alpha.zero_grad()
+        alpha_loss.backward()
+        opt_alpha.step()
+        with torch.no_grad():
+            for param, target in zip(
+                [*q1.parameters(), *q2.parameters()], targets.parameters(), strict=True
+            ):
+                target.lerp_(param, 0.005)
+    elapsed = time.perf_counter() - start
+    env.close()
+    return frames / elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("loop", choices=["torchrl", "torch"])
+    parser.add_argument("loop", choices=["torchrl", "torch", "sac-torch"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--frames", type=int, default=10_240)
+    parser.add_argument("--warmup", type=int, default=512, help="sac-torch: random frames first")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    loop = torchrl_loop if args.loop == "torchrl" else torch_loop
-    print(json.dumps({"loop": args.loop, "frames_per_second": loop(args.seed, args.frames)}))
+    if args.loop == "sac-torch":
+        fps = sac_torch_loop(args.seed, args.frames, args.warmup)
+    else:
+        fps = (torchrl_loop if args.loop == "torchrl" else torch_loop)(args.seed, args.frames)
+    print(json.dumps({"loop": args.loop, "frames_per_second": fps}))
 
 
 if __name__ == "__main__":

@@ -117,6 +117,7 @@ def build(
         loss_function=loss_function,
         delay_actor=True,
         delay_qvalue=True,
+        deactivate_vmap=True,  # a loop over the two Q-nets is faster on CPU than vmap (see sac)
     )
     loss.make_value_estimator(gamma=gamma)
     noise = AdditiveGaussianModule(

@@ -131,6 +131,12 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _medians(rows: list[dict[str, Any]], *extra: str) -> dict[str, float | None]:
+    """Per-seed medians of the fps and ratio columns every throughput mode reports."""
+    keys = ("sb3_fps", "xdrl_fps", "torch_loop_fps", "ratio", "torch_loop_ratio", *extra)
+    return {key: _median([r[key] for r in rows]) for key in keys}
+
+
 # Modes
 PPO_PRESET = ["experiment=cartpole_ppo"]
 
@@ -165,14 +171,7 @@ def ppo_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
     return {
         "frames": frames,
         "runs": rows,
-        "sb3_fps": _median([r["sb3_fps"] for r in rows]),
-        "xdrl_fps": _median([r["xdrl_fps"] for r in rows]),
-        "xdrl_serial_fps": _median([r["xdrl_serial_fps"] for r in rows]),
-        "torchrl_loop_fps": _median([r["torchrl_loop_fps"] for r in rows]),
-        "torch_loop_fps": _median([r["torch_loop_fps"] for r in rows]),
-        "ratio": _median([r["ratio"] for r in rows]),
-        "torchrl_loop_ratio": _median([r["torchrl_loop_ratio"] for r in rows]),
-        "torch_loop_ratio": _median([r["torch_loop_ratio"] for r in rows]),
+        **_medians(rows, "xdrl_serial_fps", "torchrl_loop_fps", "torchrl_loop_ratio"),
         "target": ">= 2.0",
     }
 
@@ -417,11 +416,7 @@ def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
         "frames": frames,
         "warmup_frames": warmup,
         "runs": rows,
-        "sb3_fps": _median([r["sb3_fps"] for r in rows]),
-        "xdrl_fps": _median([r["xdrl_fps"] for r in rows]),
-        "torch_loop_fps": _median([r["torch_loop_fps"] for r in rows]),
-        "ratio": _median([r["ratio"] for r in rows]),
-        "torch_loop_ratio": _median([r["torch_loop_ratio"] for r in rows]),
+        **_medians(rows),
         "target": ">= 1.5",
         "workload": "Pendulum-v1, 1 env, UTD 1, batch 256, 256x256 nets, "
         f"{warmup} random warm-up frames",

@@ -19,6 +19,7 @@ from torchrl.trainers import LRSchedulerHook, Trainer
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.checkpointing import make_checkpointing, restore, resume_candidates, resumed_run_dir
+from xdrl.collector import VectorCollector, fits
 from xdrl.envs import reward_weights_of
 from xdrl.errors import ConfigError
 from xdrl.loggers import log_config, stable_run_id
@@ -162,6 +163,29 @@ def _sweep_group() -> str | None:
     return "/".join(hydra_cfg.sweep.dir.rstrip("/").split("/")[-2:])
 
 
+def build_collector(cfg: DictConfig, env: Any, parts: AlgorithmParts) -> Any:
+    """xdrl's :class:`~xdrl.collector.VectorCollector` where it fits (same batches, ~8x less
+    time per batch), else TorchRL's ``Collector``."""
+    if fits(env, parts.policy, parts.init_random_frames):
+        return VectorCollector(
+            env,
+            parts.policy,
+            frames_per_batch=cfg.frames_per_batch,
+            total_frames=cfg.total_frames,
+            device=cfg.device,
+        )
+    return Collector(
+        env,
+        parts.policy,
+        frames_per_batch=cfg.frames_per_batch,
+        total_frames=cfg.total_frames,
+        device=cfg.device,
+        init_random_frames=parts.init_random_frames,
+        exploration_type=ExplorationType.RANDOM,
+        track_traj_ids=False,  # nothing reads traj_ids; skipping them saves ~20% of collection
+    )
+
+
 def build_evaluation(
     cfg: DictConfig, env_factory: Any, parts: AlgorithmParts, logger: Any, envs: list[Any]
 ) -> LoggingEvaluationHookSet | None:
@@ -223,16 +247,7 @@ def build_trainer(cfg: DictConfig) -> Run:
     parts = build_algorithm(cfg, train_env)
 
     # Collector
-    collector = Collector(
-        train_env,
-        parts.policy,
-        frames_per_batch=cfg.frames_per_batch,
-        total_frames=cfg.total_frames,
-        device=cfg.device,
-        init_random_frames=parts.init_random_frames,
-        exploration_type=ExplorationType.RANDOM,
-        track_traj_ids=False,  # nothing reads traj_ids; skipping them saves ~20% of collection
-    )
+    collector = build_collector(cfg, train_env, parts)
 
     # Optimizer
     optimizer = _instantiate(

@@ -129,16 +129,21 @@ class VectorGymEnv(EnvBase):
         )
 
     # Stepping
-    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        action = tensordict.get("action").detach().cpu().numpy()
-        partial = tensordict.get("_step", None)
-        indices = range(len(self._envs)) if partial is None else _true_indices(partial)
+    def step_numpy(
+        self, action: np.ndarray, indices: Sequence[int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Step the sub-envs ``indices`` (all: None) with ``action[i]``, in NumPy.
+
+        Returns new arrays ``(observation, reward, terminated, truncated)`` for all N sub-envs
+        (unstepped ones keep their observation and flags, reward 0); used by ``_step`` and by
+        :class:`~xdrl.collector.VectorCollector`, which skips the TensorDict per step.
+        """
         obs = self._obs.copy()
         reward = np.zeros(self._reward_shape, dtype=self._reward_dtype)
         terminated = self._terminated.copy()
         truncated = self._truncated.copy()
         frame_skip = self.frame_skip
-        for i in indices:
+        for i in range(len(self._envs)) if indices is None else indices:
             env, act = self._envs[i], action[i]
             total: Any = 0.0  # a float, or an array for MO-Gymnasium's vector rewards
             for _ in range(frame_skip):
@@ -151,7 +156,31 @@ class VectorGymEnv(EnvBase):
             terminated[i, 0] = term
             truncated[i, 0] = trunc
         self._obs, self._terminated, self._truncated = obs, terminated, truncated
-        return self._output(obs, reward, terminated, truncated)
+        return obs, reward, terminated, truncated
+
+    def reset_numpy(
+        self, indices: Sequence[int] | None = None, seed: int | None = None
+    ) -> np.ndarray:
+        """Reset the sub-envs ``indices`` (all: None); sub-env ``i`` gets ``seed + i``.
+
+        Returns the observations of all N sub-envs (a new array).
+        """
+        obs = self._obs.copy()
+        for i in range(len(self._envs)) if indices is None else indices:
+            obs[i], _info = self._envs[i].reset(seed=None if seed is None else seed + i)
+        terminated, truncated = self._terminated.copy(), self._truncated.copy()
+        if indices is None:
+            terminated[:] = truncated[:] = False
+        else:
+            terminated[list(indices)] = truncated[list(indices)] = False
+        self._obs, self._terminated, self._truncated = obs, terminated, truncated
+        return obs
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = tensordict.get("action").detach().cpu().numpy()
+        partial = tensordict.get("_step", None)
+        indices = None if partial is None else _true_indices(partial)
+        return self._output(*self.step_numpy(action, indices))
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)

@@ -19,6 +19,7 @@ from torchrl.modules import (
     ValueOperator,
 )
 
+from xdrl.algorithms.categorical_actor import CategoricalActor
 from xdrl.errors import ConfigError
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
@@ -109,7 +110,8 @@ def orthogonal_init(mlp: nn.Module, last_gain: float) -> nn.Module:
 def stochastic_actor(
     env, cells: Sequence[int], act: type[nn.Module], device: str
 ) -> ProbabilisticActor:
-    """A categorical actor for discrete actions, a tanh-normal one for continuous actions."""
+    """A categorical actor for discrete actions (:class:`CategoricalActor`, with a tensor-level
+    fast path), a tanh-normal one for continuous actions."""
     spec = env.action_spec_unbatched
     obs_dim = observation_dim(env)
     if is_discrete(env):
@@ -123,14 +125,7 @@ def stochastic_actor(
             ),
             0.01,
         )
-        module = TensorDictModule(net, in_keys=["observation"], out_keys=["logits"])
-        return ProbabilisticActor(
-            module,
-            in_keys=["logits"],
-            spec=env.full_action_spec_unbatched,
-            distribution_class=torch.distributions.Categorical,
-            return_log_prob=True,
-        )
+        return CategoricalActor(net, env.full_action_spec_unbatched)
     action_dim = int(spec.shape[-1])
     net = nn.Sequential(
         orthogonal_init(

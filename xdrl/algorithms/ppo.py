@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
-from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
 
 from xdrl.algorithms.common import AlgorithmParts, activation_class, state_value, stochastic_actor
+from xdrl.algorithms.ppo_loss import LeanClipPPOLoss
 from xdrl.errors import ConfigError
 
 
@@ -131,7 +131,7 @@ def build(
     act = activation_class(activation)
     actor = stochastic_actor(env, actor_cells, act, device)
     critic = state_value(env, critic_cells, act, device)
-    loss = ClipPPOLoss(
+    loss = LeanClipPPOLoss(  # ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py)
         actor,
         critic,
         clip_epsilon=clip_epsilon,

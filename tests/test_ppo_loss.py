@@ -1,0 +1,70 @@
+"""LeanClipPPOLoss against TorchRL's ClipPPOLoss: same values and gradients on fixed batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.value import GAE
+
+from xdrl.algorithms.ppo import build
+from xdrl.algorithms.ppo_loss import LeanClipPPOLoss
+from xdrl.collector import VectorCollector
+from xdrl.envs import make_env
+
+
+def _batch_and_nets():
+    torch.manual_seed(0)
+    env = make_env("CartPole-v1", num_envs=8, batching="vector", seed=0)
+    parts = build(env, frames_per_batch=256, minibatch_size=256)
+    collector = VectorCollector(env, parts.policy, frames_per_batch=256, total_frames=256)
+    batch = next(iter(collector)).reshape(-1)
+    collector.shutdown()
+    actor, critic = parts.loss_module.actor_network, parts.loss_module.critic_network
+    with torch.no_grad():  # a few random steps so the new policy differs from the behaviour one
+        for p in actor.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return batch, actor, critic
+
+
+def _losses(cls, actor, critic, batch, **kwargs):
+    loss = cls(actor, critic, functional=False, loss_critic_type="l2", **kwargs)
+    loss.make_value_estimator(GAE, gamma=0.98, lmbda=0.8, value_network=critic)
+    data = batch.clone()
+    with torch.no_grad():
+        loss.value_estimator(data)
+    for p in loss.parameters():
+        p.grad = None
+    out = loss(data)
+    total = sum(v for k, v in out.items() if k.startswith("loss_"))
+    total.backward()
+    grads = [p.grad.clone() for p in loss.parameters() if p.grad is not None]
+    return out, grads
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"clip_epsilon": 0.2, "critic_coeff": 0.5, "normalize_advantage": True},
+        {"clip_epsilon": 0.1, "critic_coeff": 1.0, "normalize_advantage": False},
+        {
+            "clip_epsilon": 0.2,
+            "critic_coeff": 0.5,
+            "normalize_advantage": True,
+            "entropy_bonus": True,
+            "entropy_coeff": 0.01,
+        },
+    ],
+)
+def test_same_values_and_gradients_as_clip_ppo_loss(kwargs) -> None:
+    batch, actor, critic = _batch_and_nets()
+    kwargs.setdefault("entropy_bonus", False)
+    ours, our_grads = _losses(LeanClipPPOLoss, actor, critic, batch, **kwargs)
+    theirs, their_grads = _losses(ClipPPOLoss, actor, critic, batch, **kwargs)
+    assert set(ours.keys()) == set(theirs.keys())
+    for key in theirs.keys():
+        torch.testing.assert_close(ours[key], theirs[key], rtol=1e-6, atol=1e-6, msg=key)
+    assert 0 < float(theirs["clip_fraction"]) < 1  # the clip was exercised
+    assert len(our_grads) == len(their_grads) > 0
+    for mine, ref in zip(our_grads, their_grads, strict=True):
+        torch.testing.assert_close(mine, ref, rtol=1e-6, atol=1e-6)

@@ -1,0 +1,72 @@
+"""CategoricalActor: TorchRL's categorical ``ProbabilisticActor`` with a tensor-level fast path.
+
+Why it exists: collecting 256 CartPole frames through ``ProbabilisticActor`` (TensorDict module,
+``torch.distributions.Categorical`` object, sample, log-prob) cost about 30% of xdrl's
+collection time, measured at ~0.25 ms per call on 8 observations; the arithmetic underneath is
+a few microseconds. :meth:`sample` and :meth:`log_prob_entropy` do the same maths on plain
+tensors (softmax + ``torch.multinomial`` exactly as ``Categorical.sample`` draws, log-softmax
+gathered at the action, the analytic entropy), so :class:`~xdrl.collector.VectorCollector` and
+:class:`~xdrl.algorithms.ppo_loss.LeanClipPPOLoss` skip the TensorDict plumbing. The module is
+still a ``ProbabilisticActor``: evaluation, checkpoints and TorchRL's losses use it unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.modules import ProbabilisticActor
+
+from xdrl.algorithms.mlp_forward import MLPForward
+
+
+class CategoricalActor(ProbabilisticActor):
+    """A categorical policy ``pi(a|s) = softmax(net(s))`` over discrete actions.
+
+    Reads ``observation``, writes ``logits``, ``action`` and ``action_log_prob`` (TorchRL's
+    keys), exactly as ``ProbabilisticActor(TensorDictModule(net, ["observation"], ["logits"]),
+    distribution_class=torch.distributions.Categorical, return_log_prob=True)`` does.
+
+    Args:
+        net: maps a batch of observations ``[..., obs_dim]`` to logits ``[..., n_actions]``.
+        spec: the env's full action spec (unbatched).
+
+    Example:
+        >>> actor = CategoricalActor(MLP(in_features=4, out_features=2), spec)
+        >>> action, log_prob, logits = actor.sample(torch.zeros(8, 4))
+    """
+
+    def __init__(self, net: nn.Module, spec) -> None:
+        module = TensorDictModule(net, in_keys=["observation"], out_keys=["logits"])
+        super().__init__(
+            module,
+            in_keys=["logits"],
+            spec=spec,
+            distribution_class=torch.distributions.Categorical,
+            return_log_prob=True,
+        )
+        self.logits_net = net
+        self._logits = MLPForward(net)
+
+    def sample(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample actions for a batch of observations: ``(action, log_prob, logits)``.
+
+        Draws with ``torch.multinomial`` on the softmax, as ``Categorical.sample`` does, so the
+        same torch RNG state gives the same actions as the TensorDict path. Call it under
+        ``torch.no_grad()`` to collect (a decorator here cost ~50 us per call).
+        """
+        logits = self._logits(observation)
+        flat = logits.reshape(-1, logits.shape[-1])
+        action = torch.multinomial(flat.softmax(-1), 1, True).reshape(logits.shape[:-1])
+        log_prob = logits.log_softmax(-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        return action, log_prob, logits
+
+    def log_prob_entropy(
+        self, observation: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability of ``action`` and the policy's entropy at ``observation`` (with grad)."""
+        log_p = self._logits(observation).log_softmax(-1)
+        log_prob = log_p.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        clamped = log_p.clamp(min=torch.finfo(log_p.dtype).min)
+        entropy = -(clamped * log_p.exp()).sum(-1)
+        return log_prob, entropy

@@ -1,0 +1,261 @@
+"""VectorCollector: TorchRL's collector contract, with the per-step work done in NumPy.
+
+Why it exists: collecting 256 CartPole frames (8 envs x 32 steps) with TorchRL's ``Collector``
+took ~32 ms on this project's 2-core machines against 3-4 ms for a lean loop over the same
+gymnasium envs and network. A cProfile of the TorchRL path: the probabilistic actor 30%, the env
+step through the transforms 33% (gymnasium's own CartPole step 7%), partial resets 15% -- i.e.
+several TensorDicts built and merged per step. This collector steps
+:class:`~xdrl.vector_env.VectorGymEnv`'s gymnasium envs directly, folds the transforms
+:func:`xdrl.envs.make_env` adds (float32 observation casts, ``StepCounter``, ``RewardSum``,
+``LineariseRewards``, ``InitTracker``) into NumPy bookkeeping, samples actions through
+:meth:`~xdrl.algorithms.categorical_actor.CategoricalActor.sample`, writes into preallocated
+buffers and builds ONE TensorDict per batch, with the same keys, shapes and values as TorchRL's
+``Collector(env, policy, track_traj_ids=False)`` over the same env, policy and seed (tested).
+
+It is used when :func:`fits` says so (a ``VectorGymEnv`` with exactly those transforms, a
+``CategoricalActor`` policy, no random warm-up frames); everything else keeps TorchRL's
+``Collector``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.collectors import BaseCollector
+from torchrl.envs import (
+    DTypeCastTransform,
+    InitTracker,
+    LineariseRewards,
+    RewardSum,
+    StepCounter,
+    TransformedEnv,
+)
+
+from xdrl.algorithms.categorical_actor import CategoricalActor
+from xdrl.vector_env import VectorGymEnv
+
+_FOLDED = (DTypeCastTransform, StepCounter, RewardSum, LineariseRewards, InitTracker)
+
+
+def fits(env: Any, policy: Any, init_random_frames: int = 0) -> bool:
+    """Whether :class:`VectorCollector` reproduces TorchRL's ``Collector`` for this pair."""
+    if not isinstance(env, TransformedEnv) or not isinstance(env.base_env, VectorGymEnv):
+        return False
+    if not isinstance(policy, CategoricalActor) or init_random_frames:
+        return False
+    for transform in env.transform:
+        if not isinstance(transform, _FOLDED):
+            return False
+        if isinstance(transform, StepCounter) and transform.max_steps is not None:
+            return False
+    return True
+
+
+def _linear_weights(env: TransformedEnv) -> torch.Tensor | None:
+    for transform in env.transform:
+        if isinstance(transform, LineariseRewards):
+            return transform.weights
+    return None
+
+
+class VectorCollector(BaseCollector):
+    """Collect ``frames_per_batch`` frames per iteration from a ``VectorGymEnv``-based env.
+
+    Yields TensorDicts of batch size ``[num_envs, frames_per_batch // num_envs]`` (env first,
+    time second, as TorchRL's ``Collector``) with ``observation``, ``action``, ``logits``,
+    ``action_log_prob``, ``step_count``, ``episode_reward``, ``is_init``, the done flags and
+    ``next`` (observation, reward, episode_reward, step_count, is_init, done flags). Episodes
+    that end are reset at once (seedless, as TorchRL's ``step_and_maybe_reset``).
+
+    Args:
+        env: a :func:`xdrl.envs.make_env` env over ``VectorGymEnv`` (see :func:`fits`).
+        policy: a :class:`~xdrl.algorithms.categorical_actor.CategoricalActor`.
+        frames_per_batch: frames per yielded batch, a multiple of the env's batch size.
+        total_frames: stop after this many frames.
+        device: device of the policy's inputs and of the yielded batches.
+
+    Example:
+        >>> collector = VectorCollector(env, actor, frames_per_batch=256, total_frames=10_240)
+        >>> next(iter(collector)).batch_size
+        torch.Size([8, 32])
+    """
+
+    def __init__(
+        self,
+        env: TransformedEnv,
+        policy: CategoricalActor,
+        *,
+        frames_per_batch: int,
+        total_frames: int,
+        device: str | torch.device | None = None,
+    ) -> None:
+        super().__init__()
+        if not fits(env, policy):
+            raise ValueError("VectorCollector needs a VectorGymEnv env and a CategoricalActor")
+        num_envs = int(env.batch_size[0])
+        if frames_per_batch % num_envs:
+            raise ValueError(f"frames_per_batch={frames_per_batch} is not a multiple of {num_envs}")
+        self.env = env
+        self.policy = policy
+        self.frames_per_batch = self.requested_frames_per_batch = frames_per_batch
+        self.total_frames = total_frames
+        self.init_random_frames = 0
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self._base: VectorGymEnv = env.base_env
+        self._steps = frames_per_batch // num_envs
+        self._weights = _linear_weights(env)
+        self._frames = 0
+        self._iter = 0
+        self._state: dict[str, np.ndarray] | None = None
+
+    # Episode bookkeeping (what StepCounter, RewardSum and InitTracker keep)
+    def _start(self) -> dict[str, np.ndarray]:
+        """Reset every sub-env through TorchRL once, as ``Collector`` does before its first
+        batch."""
+        reset = self.env.reset()
+        return {
+            "observation": reset["observation"].cpu().numpy().astype(np.float32, copy=True),
+            "step_count": reset["step_count"].cpu().numpy().reshape(-1).copy(),
+            "episode_reward": reset["episode_reward"].cpu().numpy().copy(),
+        }
+
+    def iterator(self) -> Iterator[TensorDictBase]:
+        """Batches until ``total_frames`` are collected."""
+        while self._frames < self.total_frames:
+            if self._state is None:
+                self._state = self._start()
+            batch = self._rollout(self._state)
+            self._frames += self.frames_per_batch
+            self._iter += 1
+            yield batch
+
+    def _rollout(self, state: dict[str, np.ndarray]) -> TensorDictBase:
+        """``self._steps`` steps of every sub-env into one TensorDict ``[num_envs, steps]``."""
+        n, steps, base = int(self.env.batch_size[0]), self._steps, self._base
+        obs_shape = state["observation"].shape[1:]
+        reward_dim = state["episode_reward"].shape[-1]
+        obs = np.empty((n, steps, *obs_shape), dtype=np.float32)
+        next_obs = np.empty_like(obs)
+        raw_reward = np.empty((n, steps, base.reward_spec.shape[-1]), dtype=np.float32)
+        episode_reward = np.empty((n, steps, reward_dim), dtype=np.float32)
+        next_episode_reward = np.empty_like(episode_reward)
+        step_count = np.empty((n, steps, 1), dtype=np.int64)
+        terminated = np.empty((n, steps, 1), dtype=bool)
+        truncated = np.empty((n, steps, 1), dtype=bool)
+        actions: list[torch.Tensor] = []
+        log_probs: list[torch.Tensor] = []
+        logits: list[torch.Tensor] = []
+        device = self.device
+        current = state["observation"]
+        with torch.no_grad():  # one context for the whole rollout (per call: ~50 us)
+            for t in range(steps):
+                obs[:, t] = current
+                episode_reward[:, t] = state["episode_reward"]
+                step_count[:, t, 0] = state["step_count"]
+                action, log_prob, logit = self.policy.sample(torch.from_numpy(current).to(device))
+                actions.append(action)
+                log_probs.append(log_prob)
+                logits.append(logit)
+                ob, rew, term, trunc = base.step_numpy(action.cpu().numpy())
+                next_obs[:, t] = ob
+                raw_reward[:, t] = rew.reshape(n, -1)
+                terminated[:, t] = term
+                truncated[:, t] = trunc
+                total = state["episode_reward"] + rew.reshape(n, -1)
+                next_episode_reward[:, t] = total
+                state["episode_reward"] = total
+                state["step_count"] = state["step_count"] + 1
+                done = np.flatnonzero(term[:, 0] | trunc[:, 0])
+                if len(done):
+                    ob = base.reset_numpy(done.tolist())
+                    state["episode_reward"][done] = 0.0
+                    state["step_count"][done] = 0
+                current = ob.astype(np.float32, copy=True)
+        state["observation"] = current
+        return self._batch(
+            obs, next_obs, raw_reward, episode_reward, next_episode_reward, step_count,
+            terminated, truncated, torch.stack(actions, 1), torch.stack(log_probs, 1),
+            torch.stack(logits, 1),
+        )  # fmt: skip
+
+    def _batch(
+        self,
+        obs: np.ndarray,
+        next_obs: np.ndarray,
+        raw_reward: np.ndarray,
+        episode_reward: np.ndarray,
+        next_episode_reward: np.ndarray,
+        step_count: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        action: torch.Tensor,
+        log_prob: torch.Tensor,
+        logits: torch.Tensor,
+    ) -> TensorDictBase:
+        """The batch TensorDict, keyed as TorchRL's ``Collector`` keys it."""
+        n, steps = obs.shape[:2]
+        device = self.device
+        reward = torch.from_numpy(raw_reward)
+        if self._weights is not None:
+            reward = (reward * self._weights.to(reward)).sum(-1, keepdim=True)
+        is_init = step_count == 0
+        done = terminated | truncated
+        flags = np.zeros((n, steps, 1), dtype=bool)
+
+        def tensor(array: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(array).to(device)
+
+        source = {
+            "observation": tensor(obs),
+            "action": action,
+            "action_log_prob": log_prob,
+            "logits": logits,
+            "step_count": tensor(step_count),
+            "episode_reward": tensor(episode_reward),
+            "is_init": tensor(is_init),
+            "done": tensor(flags),
+            "terminated": tensor(flags.copy()),
+            "truncated": tensor(flags.copy()),
+            "next": {
+                "observation": tensor(next_obs),
+                "reward": reward.to(device),
+                "episode_reward": tensor(next_episode_reward),
+                "step_count": tensor(step_count + 1),
+                "is_init": tensor(np.zeros((n, steps, 1), dtype=bool)),
+                "done": tensor(done),
+                "terminated": tensor(terminated),
+                "truncated": tensor(truncated),
+            },
+        }
+        out_device = None if device.type == "cpu" else device
+        return TensorDict(source, batch_size=[n, steps], device=out_device)
+
+    # The rest of TorchRL's collector contract
+    def update_policy_weights_(self, *args: Any, **kwargs: Any) -> None:
+        """No-op: the policy is the trained module itself (same process, same device)."""
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed the env (sub-env ``i`` gets ``seed + i``); the next batch starts from a reset."""
+        self._state = None
+        return self.env.set_seed(seed, static_seed=static_seed)
+
+    def state_dict(self) -> OrderedDict:
+        """Frames and iterations collected (the env keeps no learned state here)."""
+        return OrderedDict(frames=self._frames, iter=self._iter)
+
+    def load_state_dict(self, state_dict: OrderedDict) -> None:
+        """Restore the counters of :meth:`state_dict`."""
+        self._frames = int(state_dict["frames"])
+        self._iter = int(state_dict["iter"])
+
+    def shutdown(
+        self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
+    ) -> None:
+        """Close the env (as TorchRL's ``Collector`` does)."""
+        if close_env and not self.env.is_closed:
+            self.env.close()

@@ -92,7 +92,6 @@ def _override_error(overrides: list[str]) -> str | None:
 
     try:
         with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
-            base = compose("config")
             compose("config", overrides=overrides)
     except MissingConfigException as err:
         text = str(err)
@@ -104,6 +103,8 @@ def _override_error(overrides: list[str]) -> str | None:
         return f"{group}: no option {option!r}; {hint}"
     except ConfigCompositionException as err:
         key = str(err).split("'")[1] if "'" in str(err) else str(err)
+        with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+            base = compose("config")  # only on an error: a compose costs ~0.3 s of start-up
         keys = _dotted_keys(OmegaConf.to_container(base, resolve=False))
         close = difflib.get_close_matches(key, keys, n=1)
         hint = f"did you mean {close[0]}?" if close else f"to add a new key use +{key}=..."

@@ -172,6 +172,7 @@ def build_collector(cfg: DictConfig, env: Any, parts: AlgorithmParts) -> Any:
             parts.policy,
             frames_per_batch=cfg.frames_per_batch,
             total_frames=cfg.total_frames,
+            init_random_frames=parts.init_random_frames,
             device=cfg.device,
         )
     return Collector(

@@ -10,11 +10,13 @@ several TensorDicts built and merged per step. This collector steps
 ``LineariseRewards``, ``InitTracker``) into NumPy bookkeeping, samples actions through
 :meth:`~xdrl.algorithms.categorical_actor.CategoricalActor.sample`, writes into preallocated
 buffers and builds ONE TensorDict per batch, with the same keys, shapes and values as TorchRL's
-``Collector(env, policy, track_traj_ids=False)`` over the same env, policy and seed (tested).
+``Collector(env, policy, track_traj_ids=False)`` over the same env, policy and seed (tested for
+PPO, DQN, SAC and TD3 policies, with and without random warm-up frames). Policies other than
+``CategoricalActor`` still run their TensorDict forward once per step, on one small TensorDict.
 
-It is used when :func:`fits` says so (a ``VectorGymEnv`` with exactly those transforms, a
-``CategoricalActor`` policy, no random warm-up frames); everything else keeps TorchRL's
-``Collector``.
+It is used when :func:`fits` says so (a ``VectorGymEnv`` with exactly those transforms and a
+TensorDict policy); everything else (``SerialEnv``/``ParallelEnv`` batching, observation
+normalization, time-limit step counters) keeps TorchRL's ``Collector``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
 from torchrl.collectors import BaseCollector
 from torchrl.envs import (
     DTypeCastTransform,
@@ -35,10 +38,20 @@ from torchrl.envs import (
     StepCounter,
     TransformedEnv,
 )
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from xdrl.algorithms.categorical_actor import CategoricalActor
 from xdrl.vector_env import VectorGymEnv
 
+_ROOT_KEYS = {
+    "observation",
+    "step_count",
+    "episode_reward",
+    "is_init",
+    "done",
+    "terminated",
+    "truncated",
+}
 _FOLDED = (DTypeCastTransform, StepCounter, RewardSum, LineariseRewards, InitTracker)
 
 
@@ -46,7 +59,7 @@ def fits(env: Any, policy: Any, init_random_frames: int = 0) -> bool:
     """Whether :class:`VectorCollector` reproduces TorchRL's ``Collector`` for this pair."""
     if not isinstance(env, TransformedEnv) or not isinstance(env.base_env, VectorGymEnv):
         return False
-    if not isinstance(policy, CategoricalActor) or init_random_frames:
+    if not isinstance(policy, TensorDictModuleBase):
         return False
     for transform in env.transform:
         if not isinstance(transform, _FOLDED):
@@ -92,10 +105,11 @@ class VectorCollector(BaseCollector):
         *,
         frames_per_batch: int,
         total_frames: int,
+        init_random_frames: int = 0,
         device: str | torch.device | None = None,
     ) -> None:
         super().__init__()
-        if not fits(env, policy):
+        if not fits(env, policy, init_random_frames):
             raise ValueError("VectorCollector needs a VectorGymEnv env and a CategoricalActor")
         num_envs = int(env.batch_size[0])
         if frames_per_batch % num_envs:
@@ -104,7 +118,7 @@ class VectorCollector(BaseCollector):
         self.policy = policy
         self.frames_per_batch = self.requested_frames_per_batch = frames_per_batch
         self.total_frames = total_frames
-        self.init_random_frames = 0
+        self.init_random_frames = init_random_frames
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self._base: VectorGymEnv = env.base_env
         self._steps = frames_per_batch // num_envs
@@ -112,6 +126,7 @@ class VectorCollector(BaseCollector):
         self._frames = 0
         self._iter = 0
         self._state: dict[str, np.ndarray] | None = None
+        self._zeros: dict[str, torch.Tensor] | None = None
 
     # Episode bookkeeping (what StepCounter, RewardSum and InitTracker keep)
     def _start(self) -> dict[str, np.ndarray]:
@@ -147,21 +162,18 @@ class VectorCollector(BaseCollector):
         step_count = np.empty((n, steps, 1), dtype=np.int64)
         terminated = np.empty((n, steps, 1), dtype=bool)
         truncated = np.empty((n, steps, 1), dtype=bool)
-        actions: list[torch.Tensor] = []
-        log_probs: list[torch.Tensor] = []
-        logits: list[torch.Tensor] = []
+        outputs: list[dict[str, torch.Tensor]] = []
         device = self.device
         current = state["observation"]
-        with torch.no_grad():  # one context for the whole rollout (per call: ~50 us)
+        # one context for the whole rollout (a no_grad per call cost ~50 us)
+        with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
             for t in range(steps):
                 obs[:, t] = current
                 episode_reward[:, t] = state["episode_reward"]
                 step_count[:, t, 0] = state["step_count"]
-                action, log_prob, logit = self.policy.sample(torch.from_numpy(current).to(device))
-                actions.append(action)
-                log_probs.append(log_prob)
-                logits.append(logit)
-                ob, rew, term, trunc = base.step_numpy(action.cpu().numpy())
+                out = self._act(torch.from_numpy(current).to(device), state)
+                outputs.append(out)
+                ob, rew, term, trunc = base.step_numpy(out["action"].cpu().numpy())
                 next_obs[:, t] = ob
                 raw_reward[:, t] = rew.reshape(n, -1)
                 terminated[:, t] = term
@@ -177,11 +189,51 @@ class VectorCollector(BaseCollector):
                     state["step_count"][done] = 0
                 current = ob.astype(np.float32, copy=True)
         state["observation"] = current
+        policy_out = {key: torch.stack([o[key] for o in outputs], 1) for key in outputs[0]}
         return self._batch(
             obs, next_obs, raw_reward, episode_reward, next_episode_reward, step_count,
-            terminated, truncated, torch.stack(actions, 1), torch.stack(log_probs, 1),
-            torch.stack(logits, 1),
+            terminated, truncated, policy_out,
         )  # fmt: skip
+
+    def _act(self, observation: torch.Tensor, state: dict[str, np.ndarray]) -> dict[str, Any]:
+        """The policy's outputs for one step (``action`` and whatever else it writes); random
+        actions from the action spec while fewer than ``init_random_frames`` were collected."""
+        random = self._frames < self.init_random_frames
+        if isinstance(self.policy, CategoricalActor) and not random:
+            action, log_prob, logits = self.policy.sample(observation)
+            return {"action": action, "action_log_prob": log_prob, "logits": logits}
+        n = observation.shape[0]
+        flags = torch.zeros(n, 1, dtype=torch.bool, device=observation.device)
+        step_count = torch.from_numpy(state["step_count"]).reshape(n, 1).to(observation.device)
+        root = TensorDict(
+            {
+                "observation": observation,
+                "step_count": step_count,
+                "episode_reward": torch.from_numpy(state["episode_reward"].copy()).to(flags.device),
+                "is_init": step_count == 0,
+                "done": flags,
+                "terminated": flags.clone(),
+                "truncated": flags.clone(),
+            },
+            batch_size=[n],
+        )
+        if not random:
+            out = self.policy(root)
+            return {key: out.get(key) for key in out.keys(True, True) if key not in _ROOT_KEYS}
+        # Random warm-up: TorchRL's Collector fills the policy's other outputs with zeros.
+        if self._zeros is None:
+            self._zeros = {key: torch.zeros_like(v) for key, v in self._dry_run(root).items()}
+        zeros = {key: value.clone() for key, value in self._zeros.items()}
+        return {**zeros, "action": self.env.rand_action(root).get("action")}
+
+    def _dry_run(self, root: TensorDictBase) -> dict[str, torch.Tensor]:
+        """The policy's outputs on ``root``, with the torch RNG left as it was."""
+        rng = torch.get_rng_state()
+        try:
+            out = self.policy(root.clone())
+        finally:
+            torch.set_rng_state(rng)
+        return {key: out.get(key) for key in out.keys(True, True) if key not in _ROOT_KEYS}
 
     def _batch(
         self,
@@ -193,9 +245,7 @@ class VectorCollector(BaseCollector):
         step_count: np.ndarray,
         terminated: np.ndarray,
         truncated: np.ndarray,
-        action: torch.Tensor,
-        log_prob: torch.Tensor,
-        logits: torch.Tensor,
+        policy_out: dict[str, torch.Tensor],
     ) -> TensorDictBase:
         """The batch TensorDict, keyed as TorchRL's ``Collector`` keys it."""
         n, steps = obs.shape[:2]
@@ -212,9 +262,7 @@ class VectorCollector(BaseCollector):
 
         source = {
             "observation": tensor(obs),
-            "action": action,
-            "action_log_prob": log_prob,
-            "logits": logits,
+            **policy_out,
             "step_count": tensor(step_count),
             "episode_reward": tensor(episode_reward),
             "is_init": tensor(is_init),

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 from torchrl.collectors import Collector
-from torchrl.envs.utils import ExplorationType
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from xdrl.algorithms import dqn, sac, td3
 from xdrl.algorithms.ppo import build
-from xdrl.collector import VectorCollector, fits
+from xdrl.collector import VectorCollector, VectorEnv, fits
 from xdrl.envs import make_env
 
 
@@ -86,3 +86,46 @@ def test_fits_only_the_folded_transforms() -> None:
     assert not fits(normed, policy)
     serial = make_env("CartPole-v1", num_envs=2, batching="serial")
     assert not fits(serial, policy)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "builder", "exploration"),
+    [
+        ("CartPole-v1", build, ExplorationType.DETERMINISTIC),
+        ("CartPole-v1", build, ExplorationType.RANDOM),
+        ("deep-sea-treasure-v0", build, ExplorationType.DETERMINISTIC),
+        ("Pendulum-v1", sac.build, ExplorationType.DETERMINISTIC),
+    ],
+)
+def test_evaluation_rollout_matches_torchrl(env_id: str, builder, exploration) -> None:
+    """VectorEnv.rollout as the evaluation hook calls it == TransformedEnv.rollout."""
+    kwargs = {"minibatch_size": 16} if builder is build else {}
+    results = []
+    for fast in (True, False):
+        env = make_env(env_id, num_envs=6, batching="vector", seed=5, max_episode_steps=60)
+        assert isinstance(env, VectorEnv)
+        torch.manual_seed(1)
+        policy = builder(env, frames_per_batch=16, **kwargs).policy
+        torch.manual_seed(2)
+        rollout = env.rollout if fast else super(VectorEnv, env).rollout
+        with torch.no_grad(), set_exploration_type(exploration):
+            results.append(
+                rollout(
+                    80,
+                    policy=policy,
+                    auto_reset=False,
+                    tensordict=env.reset(),
+                    break_when_any_done=False,
+                    break_when_all_done=True,
+                )
+            )
+        env.close()
+    ours, theirs = results
+    assert ours.batch_size == theirs.batch_size
+    assert set(ours.keys(True, True)) == set(theirs.keys(True, True))
+    for key in theirs.keys(True, True):
+        torch.testing.assert_close(ours.get(key), theirs.get(key), rtol=0, atol=1e-6, msg=str(key))
+    done = theirs["next", "done"].squeeze(-1)
+    assert done[:, -1].all() or theirs.shape[-1] == 80
+    if env_id == "CartPole-v1":  # sub-envs ended at different steps: frozen rows exercised
+        assert len(set(done.float().argmax(1).tolist())) > 1

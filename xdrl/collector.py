@@ -38,7 +38,7 @@ from torchrl.envs import (
     StepCounter,
     TransformedEnv,
 )
-from torchrl.envs.utils import ExplorationType, set_exploration_type
+from torchrl.envs.utils import ExplorationType, exploration_type, set_exploration_type
 
 from xdrl.algorithms.categorical_actor import CategoricalActor
 from xdrl.vector_env import VectorGymEnv
@@ -144,14 +144,34 @@ class VectorCollector(BaseCollector):
         while self._frames < self.total_frames:
             if self._state is None:
                 self._state = self._start()
-            batch = self._rollout(self._state)
+            # one context for the whole batch (a no_grad per policy call cost ~50 us)
+            with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
+                batch = self._rollout(self._state)
             self._frames += self.frames_per_batch
             self._iter += 1
             yield batch
 
-    def _rollout(self, state: dict[str, np.ndarray]) -> TensorDictBase:
-        """``self._steps`` steps of every sub-env into one TensorDict ``[num_envs, steps]``."""
-        n, steps, base = int(self.env.batch_size[0]), self._steps, self._base
+    def first_episodes(self, tensordict: TensorDictBase, max_steps: int) -> TensorDictBase:
+        """Each sub-env's first episode from the reset state ``tensordict`` (at most
+        ``max_steps`` steps), as ``env.rollout(max_steps, policy, auto_reset=False,
+        tensordict=tensordict, break_when_all_done=True)`` returns it; exploration follows the
+        caller's ``set_exploration_type`` context."""
+        state = {
+            "observation": tensordict["observation"].cpu().numpy().astype(np.float32),
+            "step_count": tensordict["step_count"].cpu().numpy().reshape(-1).copy(),
+            "episode_reward": tensordict["episode_reward"].cpu().numpy().copy(),
+        }
+        return self._rollout(state, until_all_done=max_steps)
+
+    def _rollout(self, state: dict[str, np.ndarray], until_all_done: int = 0) -> TensorDictBase:
+        """``self._steps`` steps of every sub-env into one TensorDict ``[num_envs, steps]``.
+
+        With ``until_all_done=M``: at most M steps, each sub-env's first episode only: a sub-env
+        that is done is no longer stepped and repeats its last row (as ``EnvBase.rollout`` with
+        ``auto_reset=False, break_when_all_done=True`` does), and the rollout stops once all are.
+        """
+        n, base = int(self.env.batch_size[0]), self._base
+        steps = until_all_done or self._steps
         obs_shape = state["observation"].shape[1:]
         reward_dim = state["episode_reward"].shape[-1]
         obs = np.empty((n, steps, *obs_shape), dtype=np.float32)
@@ -162,45 +182,65 @@ class VectorCollector(BaseCollector):
         step_count = np.empty((n, steps, 1), dtype=np.int64)
         terminated = np.empty((n, steps, 1), dtype=bool)
         truncated = np.empty((n, steps, 1), dtype=bool)
+        rows: list[np.ndarray] = [obs, next_obs, raw_reward, episode_reward]
+        rows += [next_episode_reward, step_count, terminated, truncated]
+        finished = np.full(n, -1)  # the step at which a frozen sub-env's episode ended
         outputs: list[dict[str, torch.Tensor]] = []
-        device = self.device
         current = state["observation"]
-        # one context for the whole rollout (a no_grad per call cost ~50 us)
-        with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
-            for t in range(steps):
-                obs[:, t] = current
-                episode_reward[:, t] = state["episode_reward"]
-                step_count[:, t, 0] = state["step_count"]
-                out = self._act(torch.from_numpy(current).to(device), state)
-                outputs.append(out)
-                ob, rew, term, trunc = base.step_numpy(out["action"].cpu().numpy())
-                next_obs[:, t] = ob
-                raw_reward[:, t] = rew.reshape(n, -1)
-                terminated[:, t] = term
-                truncated[:, t] = trunc
-                total = state["episode_reward"] + rew.reshape(n, -1)
-                next_episode_reward[:, t] = total
-                state["episode_reward"] = total
-                state["step_count"] = state["step_count"] + 1
-                done = np.flatnonzero(term[:, 0] | trunc[:, 0])
-                if len(done):
-                    ob = base.reset_numpy(done.tolist())
-                    state["episode_reward"][done] = 0.0
-                    state["step_count"][done] = 0
-                current = ob.astype(np.float32, copy=True)
+        t = 0
+        for t in range(steps):
+            obs[:, t] = current
+            episode_reward[:, t] = state["episode_reward"]
+            step_count[:, t, 0] = state["step_count"]
+            out = self._act(torch.from_numpy(current).to(self.device), state)
+            if until_all_done and (finished >= 0).any():
+                # frozen sub-envs keep the row of their last step, policy outputs included
+                stale = np.flatnonzero(finished >= 0).tolist()
+                for key, value in out.items():
+                    value[stale] = outputs[-1][key][stale]
+            outputs.append(out)
+            active = np.flatnonzero(finished < 0).tolist() if until_all_done else None
+            ob, rew, term, trunc = base.step_numpy(out["action"].cpu().numpy(), active)
+            next_obs[:, t] = ob
+            raw_reward[:, t] = rew.reshape(n, -1)
+            terminated[:, t] = term
+            truncated[:, t] = trunc
+            total = state["episode_reward"] + rew.reshape(n, -1)
+            next_episode_reward[:, t] = total
+            state["episode_reward"] = total
+            state["step_count"] = state["step_count"] + 1
+            done = np.flatnonzero(term[:, 0] | trunc[:, 0])
+            current = ob.astype(np.float32, copy=True)
+            if until_all_done:
+                frozen = np.flatnonzero(finished >= 0)
+                for array in rows:  # frozen sub-envs repeat the row their episode ended on
+                    array[frozen, t] = array[frozen, finished[frozen]]
+                finished[done[finished[done] < 0]] = t
+                if (finished >= 0).all():
+                    break
+                frozen = np.flatnonzero(finished >= 0)  # their policy input stays that row's
+                current[frozen] = obs[frozen, finished[frozen]]
+                state["step_count"][frozen] = step_count[frozen, finished[frozen], 0]
+                state["episode_reward"][frozen] = episode_reward[frozen, finished[frozen]]
+            elif len(done):
+                current[done] = base.reset_numpy(done.tolist())[done]
+                state["episode_reward"][done] = 0.0
+                state["step_count"][done] = 0
         state["observation"] = current
         policy_out = {key: torch.stack([o[key] for o in outputs], 1) for key in outputs[0]}
-        return self._batch(
-            obs, next_obs, raw_reward, episode_reward, next_episode_reward, step_count,
-            terminated, truncated, policy_out,
-        )  # fmt: skip
+        length = t + 1
+        arrays = [array[:, :length] for array in rows]
+        return self._batch(arrays, policy_out, cpu_device=bool(until_all_done))
 
     def _act(self, observation: torch.Tensor, state: dict[str, np.ndarray]) -> dict[str, Any]:
         """The policy's outputs for one step (``action`` and whatever else it writes); random
         actions from the action spec while fewer than ``init_random_frames`` were collected."""
         random = self._frames < self.init_random_frames
         if isinstance(self.policy, CategoricalActor) and not random:
-            action, log_prob, logits = self.policy.sample(observation)
+            if exploration_type() in (ExplorationType.RANDOM, None):
+                action, log_prob, logits = self.policy.sample(observation)
+            else:
+                action, log_prob, logits = self.policy.mode(observation)
             return {"action": action, "action_log_prob": log_prob, "logits": logits}
         n = observation.shape[0]
         flags = torch.zeros(n, 1, dtype=torch.bool, device=observation.device)
@@ -237,17 +277,16 @@ class VectorCollector(BaseCollector):
 
     def _batch(
         self,
-        obs: np.ndarray,
-        next_obs: np.ndarray,
-        raw_reward: np.ndarray,
-        episode_reward: np.ndarray,
-        next_episode_reward: np.ndarray,
-        step_count: np.ndarray,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
+        rows: list[np.ndarray],
         policy_out: dict[str, torch.Tensor],
+        cpu_device: bool = False,
     ) -> TensorDictBase:
-        """The batch TensorDict, keyed as TorchRL's ``Collector`` keys it."""
+        """The batch TensorDict, keyed as TorchRL's ``Collector`` keys it (device None on the
+        CPU, like the collector; ``cpu_device``: "cpu", like ``EnvBase.rollout``). ``rows``:
+        observation, next observation, raw reward, episode reward, next episode reward, step
+        count, terminated, truncated, each ``[num_envs, steps, ...]``."""
+        obs, next_obs, raw_reward, episode_reward, next_episode_reward = rows[:5]
+        step_count, terminated, truncated = rows[5:]
         n, steps = obs.shape[:2]
         device = self.device
         reward = torch.from_numpy(raw_reward)
@@ -280,7 +319,7 @@ class VectorCollector(BaseCollector):
                 "truncated": tensor(truncated),
             },
         }
-        out_device = None if device.type == "cpu" else device
+        out_device = None if device.type == "cpu" and not cpu_device else device
         return TensorDict(source, batch_size=[n, steps], device=out_device)
 
     # The rest of TorchRL's collector contract
@@ -307,3 +346,47 @@ class VectorCollector(BaseCollector):
         """Close the env (as TorchRL's ``Collector`` does)."""
         if close_env and not self.env.is_closed:
             self.env.close()
+
+
+class VectorEnv(TransformedEnv):
+    """``TransformedEnv`` over a ``VectorGymEnv`` whose evaluation rollouts skip TorchRL's
+    per-step TensorDict work.
+
+    Why: a 20-episode CartPole evaluation (20 sub-envs, up to 500 steps) through
+    ``EnvBase.rollout`` spent ~1 ms per batched step in step/transform/``step_mdp`` plumbing.
+    :meth:`rollout` called as xdrl's evaluation hook calls it (``auto_reset=False``,
+    ``break_when_all_done=True``, a given ``tensordict``, no callback) runs
+    :class:`VectorCollector`'s NumPy loop instead, with the same keys, shapes and values
+    (tested); any other call is ``TransformedEnv.rollout``.
+
+    Example:
+        >>> env = VectorEnv(VectorGymEnv("CartPole-v1", 20), Compose(StepCounter(), ...))
+        >>> env.rollout(500, policy, auto_reset=False, tensordict=env.reset(),
+        ...             break_when_all_done=True)
+    """
+
+    def rollout(  # type: ignore[override]
+        self,
+        max_steps: int,
+        policy: Any = None,
+        callback: Any = None,
+        **kwargs: Any,
+    ) -> TensorDictBase:
+        tensordict = kwargs.get("tensordict")
+        plain = set(kwargs) <= {"auto_reset", "tensordict", "break_when_any_done",
+                                "break_when_all_done"}  # fmt: skip
+        if (
+            plain
+            and callback is None
+            and tensordict is not None
+            and kwargs.get("auto_reset") is False
+            and kwargs.get("break_when_all_done")
+            and not kwargs.get("break_when_any_done")
+            and fits(self, policy)
+        ):
+            collector = VectorCollector(
+                self, policy, frames_per_batch=self.batch_size[0], total_frames=0,
+                device=tensordict.device or "cpu",
+            )  # fmt: skip
+            return collector.first_episodes(tensordict, max_steps)
+        return super().rollout(max_steps, policy, callback, **kwargs)

@@ -219,6 +219,9 @@ def make_env(
         VecNormV2,
     )
 
+    from xdrl.collector import VectorEnv
+    from xdrl.vector_env import VectorGymEnv
+
     check_env_id(id)
     if num_envs < 1:
         raise ConfigError("env.num_envs", f"must be at least 1, got {num_envs}")
@@ -272,7 +275,9 @@ def make_env(
     transforms.append(InitTracker())
     if normalize_observations:
         transforms.append(VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-6))
-    env = TransformedEnv(base, Compose(*transforms))
+    # VectorEnv: a TransformedEnv with a NumPy path for evaluation rollouts
+    env_cls = VectorEnv if isinstance(base, VectorGymEnv) else TransformedEnv
+    env = env_cls(base, Compose(*transforms))
     if seed is not None:
         env.set_seed(seed)
     return env

@@ -61,6 +61,13 @@ class CategoricalActor(ProbabilisticActor):
         log_prob = logits.log_softmax(-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
         return action, log_prob, logits
 
+    def mode(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The most likely actions (deterministic evaluation): ``(action, log_prob, logits)``."""
+        logits = self._logits(observation)
+        action = logits.argmax(-1)
+        log_prob = logits.log_softmax(-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        return action, log_prob, logits
+
     def log_prob_entropy(
         self, observation: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -54,15 +54,14 @@ Activation = Literal["tanh", "relu", "elu"]
 LossFunction = Literal["l2", "l1", "smooth_l1"]
 
 _STRICT = ConfigDict(strict=True)
-_NAMESPACE: dict[str, Any] = {
-    **{k: v for k, v in globals().items() if k[:1].isupper() and not k.startswith("_")},
-    "int": int,
-    "float": float,
-    "str": str,
-    "bool": bool,
-    "dict": dict,
-    "list": list,
-    "tuple": tuple,
+_RANGE_TYPES = (
+    "PositiveInt NonNegativeInt PositiveFloat NonNegativeFloat Fraction OpenFraction Discount "
+    "FiniteFloat Cells Activation LossFunction"
+)
+_NAMESPACE: dict[str, Any] = {  # what a builder's annotations may name (read_signature)
+    **{n: globals()[n] for n in ("Annotated", "Any", "Field", "Literal", "Sequence")},
+    **{n: globals()[n] for n in _RANGE_TYPES.split()},
+    **{t.__name__: t for t in (int, float, str, bool, dict, list, tuple)},
     "None": None,
 }
 
@@ -154,6 +153,8 @@ def check_config(cfg: DictConfig) -> None:
         Traceback (most recent call last):
         xdrl.errors.ConfigError: total_frames: got 'abc' (str), not an integer; set an ...
     """
+    for key in _missing(cfg):
+        raise ConfigError(key, f"required but not set (???); set {key}=<value>")
     for group, schema in SCHEMA.items():
         _check_group(cfg, group, schema, closed=True)
     _check_group(cfg, "algorithm.optimizer", OPTIMIZER_KEYS, closed=False)
@@ -167,6 +168,19 @@ def check_config(cfg: DictConfig) -> None:
 
 
 # Values
+
+
+def _missing(node: DictConfig, prefix: str = "") -> list[str]:
+    """Keys left at ``???`` (e.g. ``env.id`` of ``env=gym``), without resolving anything."""
+    keys = []
+    for name in map(str, node):
+        if OmegaConf.is_missing(node, name):
+            keys.append(f"{prefix}{name}")
+        elif not OmegaConf.is_interpolation(node, name):
+            child = node._get_node(name)
+            if isinstance(child, DictConfig):
+                keys += _missing(child, f"{prefix}{name}.")
+    return keys
 
 
 def _value(cfg: DictConfig, key: str) -> Any:

@@ -230,3 +230,14 @@ def test_compose_without_overrides_passes(tmp_path: Path) -> None:
     with initialize_config_module("xdrl.conf", version_base="1.3"):
         cfg = compose("config", overrides=[f"run_dir={tmp_path}", "exp_name=t"])
     check_config(cfg)
+
+
+def test_sweep_job_with_a_bad_value_fails_only_itself_and_logs_its_trace(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    result = run_cli(["-m", "total_frames=abc,xyz", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    assert result.stderr.count("xdrl-train: config error: total_frames: got ") == 2
+    assert "| 1 | total_frames=xyz | failed" in result.stdout  # the second job still ran
+    for log_file in sweep.glob("*/*.log"):
+        assert "Traceback" in log_file.read_text()
+    assert len(list(sweep.glob("*/*.log"))) == 2
+    assert not list(sweep.glob("*/summary.json"))

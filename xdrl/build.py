@@ -20,6 +20,7 @@ from torchrl.trainers import LRSchedulerHook, Trainer
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.checkpointing import make_checkpointing, restore, resume_candidates, resumed_run_dir
 from xdrl.collector import VectorCollector, fits
+from xdrl.config_check import check_config
 from xdrl.envs import reward_weights_of
 from xdrl.errors import ConfigError
 from xdrl.loggers import log_config, stable_run_id
@@ -70,9 +71,9 @@ def _positive(value: int, key: str, *, allow_zero: bool = False) -> int:
 
 
 def _check_sizes(cfg: DictConfig) -> None:
-    _positive(cfg.total_frames, "total_frames")
-    _positive(cfg.frames_per_batch, "frames_per_batch")
-    _positive(cfg.env.num_envs, "env.num_envs")
+    """Every value typed and ranged (:func:`xdrl.config_check.check_config`), then
+    ``total_frames`` rounded up to whole batches."""
+    check_config(cfg)
     batches = -(-cfg.total_frames // cfg.frames_per_batch)
     if batches * cfg.frames_per_batch != cfg.total_frames:
         log.info(
@@ -82,15 +83,6 @@ def _check_sizes(cfg: DictConfig) -> None:
             cfg.frames_per_batch,
         )
         cfg.total_frames = batches * cfg.frames_per_batch
-    if cfg.frames_per_batch % cfg.env.num_envs:
-        raise ConfigError(
-            "frames_per_batch",
-            f"{cfg.frames_per_batch} is not a multiple of env.num_envs={cfg.env.num_envs}",
-        )
-    if cfg.eval.enabled:
-        _positive(cfg.eval.interval_frames, "eval.interval_frames")
-        _positive(cfg.eval.episodes, "eval.episodes")
-        _positive(cfg.eval.max_steps, "eval.max_steps")
 
 
 def _instantiate(node: DictConfig, key: str, **kwargs: Any) -> Any:

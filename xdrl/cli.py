@@ -10,7 +10,7 @@ import sys
 from importlib.resources import files
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 log = logging.getLogger("xdrl")
 
@@ -61,19 +61,30 @@ def _fast_help(overrides: list[str]) -> str:
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="config")
 def train(cfg: DictConfig) -> float | None:
     """Train one run; returns the configured objective for sweepers (e.g. Optuna)."""
+    from xdrl.config_check import check_config
     from xdrl.errors import ConfigError
 
     try:
+        check_config(cfg)  # every value, before torch is imported (multirun jobs get it here)
         from xdrl.run import run
 
         return run(cfg)
     except ConfigError as err:
-        log.debug("configuration error", exc_info=True)
-        log.error("%s", err)
+        _log_trace_to_file(err)
         print(f"xdrl-train: config error: {err}", file=sys.stderr)
         if _in_multirun():  # fail this job only; the sweep goes on and reports it
             raise RuntimeError(f"config error: {err}") from None
         raise SystemExit(2) from None
+
+
+def _log_trace_to_file(err: BaseException) -> None:
+    """The error's full trace into the run's log file only; stderr gets the one line."""
+    record = log.makeRecord(
+        log.name, logging.ERROR, __file__, 0, "config error: %s", (err,), sys.exc_info()
+    )
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def _in_multirun() -> bool:
@@ -114,6 +125,29 @@ def _override_error(overrides: list[str]) -> str | None:
     return None
 
 
+def _value_error(args: list[str]) -> str | None:
+    """One line for the first bad value of a single run (None: all good), checked before Hydra
+    makes the run dir, so a config error leaves nothing on disk."""
+    from hydra import compose, initialize_config_module
+
+    from xdrl.config_check import check_config, check_writable_dir
+    from xdrl.errors import ConfigError
+
+    try:
+        with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+            cfg = compose("config", overrides=args, return_hydra_config=True)
+    except Exception:  # noqa: BLE001 - Hydra reports what it cannot compose itself
+        return None
+    try:
+        check_writable_dir(str(cfg.hydra.run.dir), "hydra.run.dir")
+        with open_dict(cfg):
+            del cfg["hydra"]
+        check_config(cfg)
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
 def _dotted_keys(node: object, prefix: str = "") -> list[str]:
     """Every key of a nested config, dotted (``algorithm.build.clip_epsilon``)."""
     if not isinstance(node, dict):
@@ -125,15 +159,16 @@ def _dotted_keys(node: object, prefix: str = "") -> list[str]:
 
 
 def main() -> None:
-    """Console script: a fast ``--help``; single runs get their overrides checked first, so a
-    typo is one line on stderr (exit 2); everything else goes through Hydra."""
+    """Console script: a fast ``--help``; single runs get their overrides and every value checked
+    first, so a typo or a bad value is one line on stderr (exit 2) and no run dir is made;
+    everything else goes through Hydra."""
     args = sys.argv[1:]
     if "--help" in args or "-h" in args:
         print(_fast_help([a for a in args if a not in ("--help", "-h")]))
         return
     plain = [a for a in args if not a.startswith(("hydra.", "hydra/", "+hydra"))]
-    if args and not any(a.startswith("-") for a in args):
-        error = _override_error(plain)
+    if not any(a.startswith("-") for a in args):
+        error = (_override_error(plain) if args else None) or _value_error(args)
         if error is not None:
             print(f"xdrl-train: config error: {error}", file=sys.stderr)
             raise SystemExit(2)

@@ -9,8 +9,9 @@ import math
 import os
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
+from xdrl.config_check import FiniteFloat, PositiveInt
 from xdrl.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -170,11 +171,11 @@ def _observation_casts(spec) -> list:
 def make_env(
     id: str,  # noqa: A002 - the config key users know from gymnasium
     *,
-    num_envs: int = 1,
-    batching: str = "serial",
-    max_episode_steps: int | None = None,
-    frame_skip: int = 1,
-    reward_weights: Sequence[float] | None = None,
+    num_envs: PositiveInt = 1,
+    batching: Literal["vector", "serial", "parallel"] = "serial",
+    max_episode_steps: PositiveInt | None = None,
+    frame_skip: PositiveInt = 1,
+    reward_weights: Sequence[FiniteFloat] | None = None,
     normalize_observations: bool = False,
     make_kwargs: dict[str, Any] | None = None,
     seed: int | None = None,

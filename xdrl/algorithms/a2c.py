@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from torchrl.objectives import A2CLoss
 from torchrl.objectives.value import GAE
 
 from xdrl.algorithms.common import AlgorithmParts, activation_class, state_value, stochastic_actor
 from xdrl.algorithms.ppo import minibatch_buffer, on_policy_hooks
+from xdrl.config_check import Activation, Cells, Discount, Fraction, NonNegativeFloat, PositiveInt
 from xdrl.errors import ConfigError
 
 
@@ -17,15 +16,15 @@ def build(
     *,
     frames_per_batch: int,
     device: str = "cpu",
-    actor_cells: Sequence[int] = (64, 64),
-    critic_cells: Sequence[int] = (64, 64),
-    activation: str = "tanh",
-    entropy_coef: float = 0.0,
-    critic_coef: float = 0.5,
-    gamma: float = 0.99,
-    lmbda: float = 1.0,
-    epochs: int = 1,
-    minibatch_size: int | None = None,
+    actor_cells: Cells = (64, 64),
+    critic_cells: Cells = (64, 64),
+    activation: Activation = "tanh",
+    entropy_coef: NonNegativeFloat = 0.0,
+    critic_coef: NonNegativeFloat = 0.5,
+    gamma: Discount = 0.99,
+    lmbda: Fraction = 1.0,
+    epochs: PositiveInt = 1,
+    minibatch_size: PositiveInt | None = None,
 ) -> AlgorithmParts:
     """Build A2C for ``env`` (discrete or continuous actions).
 

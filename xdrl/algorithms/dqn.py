@@ -3,7 +3,7 @@ target network."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Literal
 
 from tensordict.nn import TensorDictSequential
 from torchrl.modules import EGreedyModule
@@ -17,6 +17,17 @@ from xdrl.algorithms.off_policy import (
     replay_buffer,
     target_updater,
 )
+from xdrl.config_check import (
+    Activation,
+    Cells,
+    Discount,
+    Fraction,
+    LossFunction,
+    NonNegativeInt,
+    OpenFraction,
+    PositiveFloat,
+    PositiveInt,
+)
 from xdrl.errors import ConfigError
 
 
@@ -25,21 +36,21 @@ def build(
     *,
     frames_per_batch: int,
     device: str = "cpu",
-    q_cells: Sequence[int] = (64, 64),
-    activation: str = "relu",
-    gamma: float = 0.99,
+    q_cells: Cells = (64, 64),
+    activation: Activation = "relu",
+    gamma: Discount = 0.99,
     double_dqn: bool = False,
-    loss_function: str = "l2",
-    buffer_size: int = 100_000,
-    batch_size: int = 64,
-    utd: float = 0.5,
-    init_random_frames: int = 1_000,
-    eps_init: float = 1.0,
-    eps_end: float = 0.05,
-    eps_annealing_frames: int = 10_000,
-    target_update: str = "hard",
-    tau: float = 0.005,
-    hard_update_interval: int = 10,
+    loss_function: LossFunction = "l2",
+    buffer_size: PositiveInt = 100_000,
+    batch_size: PositiveInt = 64,
+    utd: PositiveFloat = 0.5,
+    init_random_frames: NonNegativeInt = 1_000,
+    eps_init: Fraction = 1.0,
+    eps_end: Fraction = 0.05,
+    eps_annealing_frames: NonNegativeInt = 10_000,
+    target_update: Literal["hard", "soft"] = "hard",
+    tau: OpenFraction = 0.005,
+    hard_update_interval: PositiveInt = 10,
 ) -> AlgorithmParts:
     """Build DQN for ``env`` (discrete actions only).
 

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from torchrl.objectives.value import GAE
 from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
 
 from xdrl.algorithms.common import AlgorithmParts, activation_class, state_value, stochastic_actor
 from xdrl.algorithms.ppo_loss import LeanClipPPOLoss
+from xdrl.config_check import (
+    Activation,
+    Cells,
+    Discount,
+    Fraction,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+)
 from xdrl.errors import ConfigError
 
 
@@ -107,19 +114,19 @@ def build(
     *,
     frames_per_batch: int,
     device: str = "cpu",
-    actor_cells: Sequence[int] = (64, 64),
-    critic_cells: Sequence[int] = (64, 64),
-    activation: str = "tanh",
-    clip_epsilon: float = 0.2,
-    entropy_coef: float = 0.0,
-    critic_coef: float = 0.5,
+    actor_cells: Cells = (64, 64),
+    critic_cells: Cells = (64, 64),
+    activation: Activation = "tanh",
+    clip_epsilon: PositiveFloat = 0.2,
+    entropy_coef: NonNegativeFloat = 0.0,
+    critic_coef: NonNegativeFloat = 0.5,
     normalize_advantage: bool = True,
-    gamma: float = 0.99,
-    lmbda: float = 0.95,
-    epochs: int = 10,
-    minibatch_size: int = 64,
+    gamma: Discount = 0.99,
+    lmbda: Fraction = 0.95,
+    epochs: PositiveInt = 10,
+    minibatch_size: PositiveInt = 64,
     advantage_every_epoch: bool = False,
-    reward_scale: float = 1.0,
+    reward_scale: PositiveFloat = 1.0,
 ) -> AlgorithmParts:
     """Build PPO for ``env`` (discrete or continuous actions).
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Literal
 
 from torchrl.objectives import SACLoss
 
@@ -14,6 +14,17 @@ from xdrl.algorithms.common import (
     stochastic_actor,
 )
 from xdrl.algorithms.off_policy import off_policy_hooks, optim_steps, replay_buffer, target_updater
+from xdrl.config_check import (
+    Activation,
+    Cells,
+    Discount,
+    FiniteFloat,
+    LossFunction,
+    NonNegativeInt,
+    OpenFraction,
+    PositiveFloat,
+    PositiveInt,
+)
 
 
 def build(
@@ -21,19 +32,19 @@ def build(
     *,
     frames_per_batch: int,
     device: str = "cpu",
-    actor_cells: Sequence[int] = (256, 256),
-    critic_cells: Sequence[int] = (256, 256),
-    activation: str = "relu",
-    gamma: float = 0.99,
-    alpha_init: float = 1.0,
+    actor_cells: Cells = (256, 256),
+    critic_cells: Cells = (256, 256),
+    activation: Activation = "relu",
+    gamma: Discount = 0.99,
+    alpha_init: PositiveFloat = 1.0,
     fixed_alpha: bool = False,
-    target_entropy: str | float = "auto",
-    loss_function: str = "l2",
-    buffer_size: int = 1_000_000,
-    batch_size: int = 256,
-    utd: float = 1.0,
-    init_random_frames: int = 5_000,
-    tau: float = 0.005,
+    target_entropy: Literal["auto"] | FiniteFloat = "auto",
+    loss_function: LossFunction = "l2",
+    buffer_size: PositiveInt = 1_000_000,
+    batch_size: PositiveInt = 256,
+    utd: PositiveFloat = 1.0,
+    init_random_frames: NonNegativeInt = 5_000,
+    tau: OpenFraction = 0.005,
 ) -> AlgorithmParts:
     """Build SAC for ``env`` (continuous actions only).
 

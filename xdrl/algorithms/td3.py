@@ -3,7 +3,6 @@ Gaussian exploration noise, replay buffer and Polyak targets."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -22,6 +21,17 @@ from xdrl.algorithms.common import (
     require_continuous,
 )
 from xdrl.algorithms.off_policy import off_policy_hooks, optim_steps, replay_buffer, target_updater
+from xdrl.config_check import (
+    Activation,
+    Cells,
+    Discount,
+    LossFunction,
+    NonNegativeFloat,
+    NonNegativeInt,
+    OpenFraction,
+    PositiveFloat,
+    PositiveInt,
+)
 from xdrl.errors import ConfigError
 from xdrl.trainer_hooks.optimization import DetachedOptimizationStepper
 
@@ -78,20 +88,20 @@ def build(
     *,
     frames_per_batch: int,
     device: str = "cpu",
-    actor_cells: Sequence[int] = (256, 256),
-    critic_cells: Sequence[int] = (256, 256),
-    activation: str = "relu",
-    gamma: float = 0.99,
-    policy_delay: int = 2,
-    exploration_noise: float = 0.1,
-    policy_noise: float = 0.2,
-    noise_clip: float = 0.5,
-    loss_function: str = "l2",
-    buffer_size: int = 1_000_000,
-    batch_size: int = 256,
-    utd: float = 1.0,
-    init_random_frames: int = 5_000,
-    tau: float = 0.005,
+    actor_cells: Cells = (256, 256),
+    critic_cells: Cells = (256, 256),
+    activation: Activation = "relu",
+    gamma: Discount = 0.99,
+    policy_delay: PositiveInt = 2,
+    exploration_noise: NonNegativeFloat = 0.1,
+    policy_noise: NonNegativeFloat = 0.2,
+    noise_clip: NonNegativeFloat = 0.5,
+    loss_function: LossFunction = "l2",
+    buffer_size: PositiveInt = 1_000_000,
+    batch_size: PositiveInt = 256,
+    utd: PositiveFloat = 1.0,
+    init_random_frames: NonNegativeInt = 5_000,
+    tau: OpenFraction = 0.005,
 ) -> AlgorithmParts:
     """Build TD3 for ``env`` (continuous actions only). Noise scales are fractions of the action
     half-range, as in the TD3 paper's [-1, 1] actions.

@@ -1,0 +1,243 @@
+"""Every bad value is one line on stderr (exit 2) before anything heavy: ``xdrl.config_check``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+
+from tests.conftest import CONF, SMALL, compose_config, run_cli
+from xdrl.config_check import check_config, check_value, check_writable_dir, read_signature
+from xdrl.errors import ConfigError
+
+A_FILE = str(Path(__file__).resolve())  # a plain file that exists wherever the tests run
+
+# (override, the key the one line must name)
+BAD_VALUES = [
+    # the values the issue reproduced
+    ("total_frames=abc", "total_frames"),
+    ("eval.episodes=two", "eval.episodes"),
+    ("seed=x", "seed"),
+    ("seed=-1", "seed"),
+    ("total_frames=[1,2]", "total_frames"),
+    ("algorithm.optimizer.lr=-1", "algorithm.optimizer.lr"),
+    ("algorithm.optimizer.lr=abc", "algorithm.optimizer.lr"),
+    ("env.max_episode_steps=0", "env.max_episode_steps"),
+    ("env=deep_sea_treasure env.reward_weights=[a,b]", "env.reward_weights"),
+    ("device=cuda", "device"),  # this CPU-only test machine
+    ("device=banana", "device"),
+    (f"resume={A_FILE}", "resume"),
+    (f"hydra.run.dir={A_FILE}", "hydra.run.dir"),
+    (f"hydra.run.dir={A_FILE}/sub/run", "hydra.run.dir"),
+    ("+env.make_kwargs.foo=1", "env.make_kwargs.foo"),
+    ("frames_per_batch=256.5", "frames_per_batch"),
+    ("algorithm.build.gamma=1.5", "algorithm.build.gamma"),
+    ("algorithm.build.lmbda=2", "algorithm.build.lmbda"),
+    ("algorithm.build.clip_epsilon=-1", "algorithm.build.clip_epsilon"),
+    ("algorithm.max_grad_norm=-1", "algorithm.max_grad_norm"),
+    ("total_frames=2048.7", "total_frames"),
+    ("logging.reduce_stats=banana", "logging.reduce_stats"),
+    ("logging.progress_interval_s=-1", "logging.progress_interval_s"),
+    ("objective=nope", "objective"),
+    # the rest of the config's keys
+    ("num_threads=0", "num_threads"),
+    ("num_threads=1.5", "num_threads"),
+    ("frames_per_batch=0", "frames_per_batch"),
+    ("frames_per_batch=250", "frames_per_batch"),  # not a multiple of env.num_envs=8
+    ("resume=/nonexistent/run", "resume"),
+    ("+foo=1", "foo"),
+    ("env.num_envs=0", "env.num_envs"),
+    ("env.batching=threads", "env.batching"),
+    ("env.frame_skip=0", "env.frame_skip"),
+    ("env.normalize_observations=maybe", "env.normalize_observations"),
+    ("env.id=CartPol-v1", "env.id"),
+    ("env=gym", "env.id"),  # required, left at ???
+    ("env.make_kwargs=3", "env.make_kwargs"),
+    ("eval.interval_frames=-5", "eval.interval_frames"),
+    ("eval.max_steps=0", "eval.max_steps"),
+    ("eval.enabled=yes", "eval.enabled"),
+    ("eval.deterministic=false", "eval.deterministic"),  # nothing would be evaluated
+    ("eval.video_fps=0", "eval.video_fps"),
+    ("+eval.episode=3", "eval.episode"),
+    ("checkpoint.keep_last=0", "checkpoint.keep_last"),
+    ("checkpoint.interval_frames=1e3", "checkpoint.interval_frames"),
+    ("checkpoint.enabled=2", "checkpoint.enabled"),
+    ("logging.group=", "logging.group"),
+    ("algorithm.lr_schedule=cosine", "algorithm.lr_schedule"),
+    ("algorithm.optimizer.eps=0", "algorithm.optimizer.eps"),
+    ("algorithm.optimizer.fused=sometimes", "algorithm.optimizer.fused"),
+    ("algorithm.build.epochs=0", "algorithm.build.epochs"),
+    ("algorithm.build.actor_cells=[64,0]", "algorithm.build.actor_cells"),
+    ("algorithm.build.activation=sigmoid", "algorithm.build.activation"),
+    ("algorithm.build.entropy_coef=-0.1", "algorithm.build.entropy_coef"),
+    ("+algorithm.build.clip_epsilo=0.1", "algorithm.build.clip_epsilo"),
+    ("+algorithm.build.frames_per_batch=64", "algorithm.build.frames_per_batch"),
+    ("algorithm=dqn algorithm.build.tau=0", "algorithm.build.tau"),
+    ("algorithm=dqn algorithm.build.eps_end=1.5", "algorithm.build.eps_end"),
+    ("algorithm=dqn algorithm.build.loss_function=huber", "algorithm.build.loss_function"),
+    ("algorithm=sac algorithm.build.target_entropy=hi", "algorithm.build.target_entropy"),
+]
+
+
+@pytest.mark.parametrize(("override", "key"), BAD_VALUES, ids=[o for o, _ in BAD_VALUES])
+def test_bad_value_is_one_line_and_exit_2(tmp_path: Path, override: str, key: str) -> None:
+    result = run_cli(override.split(" "), cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"xdrl-train: config error: {key}"), lines[0]
+    assert ";" in lines[0]  # what is wrong; how to fix
+    assert not (tmp_path / "outputs").exists()  # no run dir, no checkpoint, no summary
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_run_dir_is_one_line(tmp_path: Path) -> None:
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    result = run_cli([f"hydra.run.dir={read_only}/run"], cwd=tmp_path, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith("xdrl-train: config error: hydra.run.dir:")
+
+
+def test_build_time_error_writes_its_trace_to_the_run_log(tmp_path: Path) -> None:
+    """An error only the builder can see (minibatch vs batch) comes after Hydra made the run
+    dir: still one line on stderr, and the full trace in the run's log file."""
+    result = run_cli([*SMALL, "algorithm.build.minibatch_size=100"], cwd=tmp_path, timeout=180)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().startswith("xdrl-train: config error: algorithm.build.minibatch")
+    assert "Traceback" not in result.stderr
+    (log_file,) = tmp_path.glob("outputs/*/*/*.log")
+    text = log_file.read_text()
+    assert "Traceback" in text and "algorithm.build.minibatch_size" in text
+    assert not list(tmp_path.glob("outputs/*/*/summary.json"))
+
+
+# In-process checks of the checker (cheap)
+
+
+def _check(*overrides: str, run_dir: Path) -> None:
+    check_config(compose_config(list(overrides), run_dir))
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF / "experiment").glob("*")))
+def test_every_preset_passes(experiment: str, tmp_path: Path) -> None:
+    _check(f"experiment={experiment}", run_dir=tmp_path)
+
+
+@pytest.mark.parametrize("env", sorted(p.stem for p in (CONF / "env").glob("*.yaml")))
+def test_every_env_file_passes(env: str, tmp_path: Path) -> None:
+    if env in ("gym", "mo_gym"):
+        pytest.skip("needs env.id")
+    _check(f"env={env}", run_dir=tmp_path)
+
+
+@pytest.mark.parametrize("algorithm", sorted(p.stem for p in (CONF / "algorithm").glob("*")))
+def test_builder_signature_read_without_import_matches_type_hints(algorithm: str) -> None:
+    import importlib
+
+    target = f"xdrl.algorithms.{algorithm}.build"
+    read = read_signature(target)
+    assert read is not None
+    params, _ = read
+    build = importlib.import_module(target.rsplit(".", 1)[0]).build
+    hints = typing.get_type_hints(build, include_extras=True)
+    hints.pop("return")
+    assert {name: params[name].annotation for name in hints} == hints
+
+
+def test_make_env_signature_is_read_too() -> None:
+    import xdrl.envs
+
+    read = read_signature("xdrl.envs.make_env")
+    assert read is not None
+    hints = typing.get_type_hints(xdrl.envs.make_env, include_extras=True)
+    assert read[0]["num_envs"].annotation == hints["num_envs"]
+
+
+def test_light_errors_import_no_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from hydra import compose, initialize_config_module\n"
+        "from xdrl.config_check import check_config\n"
+        "from xdrl.errors import ConfigError\n"
+        "with initialize_config_module('xdrl.conf', version_base='1.3'):\n"
+        "    for o in ['total_frames=abc', 'algorithm.build.gamma=1.5', 'device=banana',\n"
+        "              '+env.make_kwargs.foo=1', 'objective=nope', 'algorithm=sac']:\n"
+        f"        cfg = compose('config', overrides=[o, 'run_dir={tmp_path}', 'exp_name=x'])\n"
+        "        try:\n"
+        "            check_config(cfg)\n"
+        "        except ConfigError:\n"
+        "            pass\n"
+        "print(sorted(m for m in ('torch', 'torchrl', 'wandb') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("value", "annotation", "fragment"),
+    [
+        (2048.7, int, "got 2048.7 (float), not an integer"),
+        ("abc", float, "got 'abc' (str), not a number"),
+        (True, int, "not an integer"),  # YAML true is not 1
+        (3, float, None),  # an int is a fine float
+        ([1, "a"], list[float], "item 1 ('a') not a number"),
+    ],
+)
+def test_check_value_is_strict(value, annotation, fragment: str | None) -> None:
+    if fragment is None:
+        assert check_value("k", value, annotation) == value
+        return
+    with pytest.raises(ConfigError) as err:
+        check_value("k", value, annotation)
+    assert fragment in str(err.value)
+
+
+def test_objective_names_per_objective_keys_on_multi_objective_envs(tmp_path: Path) -> None:
+    _check(
+        "env=deep_sea_treasure",
+        "objective=eval/deterministic/reward/objective_1/episode_reward_mean",
+        run_dir=tmp_path,
+    )
+
+
+def test_optuna_trial_fails_fast_on_an_objective_it_never_logs(tmp_path: Path, monkeypatch) -> None:
+    import xdrl.config_check as config_check
+
+    monkeypatch.setattr(config_check, "_optuna_sweep", lambda: True)
+    with pytest.raises(ConfigError, match="objective"):
+        _check("objective=eval/stochastic/reward/episode_reward_mean", run_dir=tmp_path)
+    with pytest.raises(ConfigError, match="eval is disabled"):
+        _check("eval=none", run_dir=tmp_path)
+    _check(run_dir=tmp_path)  # the default objective is logged
+
+
+def test_writable_dir_checks_create_nothing(tmp_path: Path) -> None:
+    check_writable_dir(str(tmp_path / "a" / "b"), "run_dir")
+    assert not (tmp_path / "a").exists()
+    with pytest.raises(ConfigError, match="is a file"):
+        check_writable_dir(A_FILE, "run_dir")
+
+
+def test_compose_without_overrides_passes(tmp_path: Path) -> None:
+    with initialize_config_module("xdrl.conf", version_base="1.3"):
+        cfg = compose("config", overrides=[f"run_dir={tmp_path}", "exp_name=t"])
+    check_config(cfg)
+
+
+def test_sweep_job_with_a_bad_value_fails_only_itself_and_logs_its_trace(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    result = run_cli(["-m", "total_frames=abc,xyz", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    assert result.stderr.count("xdrl-train: config error: total_frames: got ") == 2
+    assert "| 1 | total_frames=xyz | failed" in result.stdout  # the second job still ran
+    for log_file in sweep.glob("*/*.log"):
+        assert "Traceback" in log_file.read_text()
+    assert len(list(sweep.glob("*/*.log"))) == 2
+    assert not list(sweep.glob("*/summary.json"))

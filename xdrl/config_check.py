@@ -1,0 +1,596 @@
+"""Typed, ranged config check: every value is checked before anything heavy is imported or built.
+
+A bad value fails as one :class:`~xdrl.errors.ConfigError` (``<key>: <what is wrong>; <how to
+fix>``), which the CLI prints as one line on stderr with exit code 2.
+
+Where the schema lives (one declaration per key, no mirror dataclass):
+
+- the top-level and group keys (``seed``, ``total_frames``, ``eval.*``, ``checkpoint.*``,
+  ``logging.*``, ``algorithm.optimizer.*``, ...): :data:`SCHEMA` below;
+- ``env.*`` and ``algorithm.build.*``: the signature of the function their ``_target_`` names
+  (``xdrl.envs.make_env``, ``xdrl.algorithms.<name>.build``). Builders annotate their parameters
+  with the range types of this module (``gamma: Discount``); the signature stays the schema.
+
+The algorithm modules import torch at module level, so their signatures are read without
+importing them: the builder's ``def`` is parsed from its source file with :mod:`ast` and each
+parameter's annotation is evaluated against this module's names only (an annotation that needs
+anything else counts as ``Any``). ``tests/test_config_check.py`` checks that this reading equals
+``typing.get_type_hints`` of the imported builder. Values are validated with pydantic in strict
+mode, so ints stay ints (``total_frames=2048.7`` is an error, not a rounding).
+
+Only :func:`check_device` imports torch, and only for a device other than ``cpu``. Nothing here
+creates a file or a folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib.util
+import inspect
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+
+from xdrl.errors import ConfigError
+
+# Range types the builders annotate their parameters with (and SCHEMA below uses).
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]  # [0, 1]
+OpenFraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]  # (0, 1]
+Discount = Fraction
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Cells = Sequence[PositiveInt]  # hidden layer sizes of an MLP
+Activation = Literal["tanh", "relu", "elu"]
+LossFunction = Literal["l2", "l1", "smooth_l1"]
+
+_STRICT = ConfigDict(strict=True)
+_RANGE_TYPES = (
+    "PositiveInt NonNegativeInt PositiveFloat NonNegativeFloat Fraction OpenFraction Discount "
+    "FiniteFloat Cells Activation LossFunction"
+)
+_NAMESPACE: dict[str, Any] = {  # what a builder's annotations may name (read_signature)
+    **{n: globals()[n] for n in ("Annotated", "Any", "Field", "Literal", "Sequence")},
+    **{n: globals()[n] for n in _RANGE_TYPES.split()},
+    **{t.__name__: t for t in (int, float, str, bool, dict, list, tuple)},
+    "None": None,
+}
+
+# Device types torch knows (the light check); check_device then asks torch what this machine has.
+DEVICE_PATTERN = r"^(cpu|cuda|mps|xpu|hip|hpu|mtia|meta|xla|ipu|privateuseone)(:\d+)?$"
+
+# Top-level and group keys: type, range, and an example for the fix.
+_OPT_BOOL = bool | None
+SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
+    "": {
+        "seed": (Annotated[int, Field(ge=0, le=2**32 - 1)], 0),
+        "device": (str, "cpu"),
+        "num_threads": (PositiveInt, 1),
+        "total_frames": (PositiveInt, 102_400),
+        "frames_per_batch": (PositiveInt, 2048),
+        "run_dir": (str, "outputs/my_run"),
+        "exp_name": (str, "ppo_cartpole"),
+        "resume": (str | None, "outputs/<date>/<time>_ppo_cartpole"),
+        "objective": (str, "eval/deterministic/reward/episode_reward_mean"),
+        "env": (dict, "cartpole"),
+        "algorithm": (dict, "ppo"),
+        "logging": (dict, "csv"),
+        "eval": (dict, "default"),
+        "checkpoint": (dict, "default"),
+    },
+    "eval": {
+        "enabled": (bool, True),
+        "interval_frames": (PositiveInt, 10_000),
+        "episodes": (PositiveInt, 10),
+        "max_steps": (PositiveInt, 1000),
+        "deterministic": (bool, True),
+        "stochastic": (bool, False),
+        "before_training": (bool, True),
+        "render": (bool, False),
+        "video_fps": (PositiveInt, 30),
+    },
+    "checkpoint": {
+        "enabled": (bool, True),
+        "interval_frames": (PositiveInt, 50_000),
+        "keep_last": (PositiveInt, 2),
+    },
+    "logging": {
+        "logger": (dict | None, "null"),
+        "group": (Annotated[str, Field(min_length=1)], "agents"),
+        "reduce_stats": (_OPT_BOOL, "null"),
+        "progress_interval_s": (PositiveFloat, 30),
+    },
+    "algorithm": {
+        "build": (dict, "{_target_: xdrl.algorithms.ppo.build, ...}"),
+        "optimizer": (dict, "{_target_: torch.optim.Adam, ...}"),
+        "lr_schedule": (Literal["constant", "linear"], "linear"),
+        "max_grad_norm": (PositiveFloat | None, 0.5),
+    },
+}
+# Optimizer keys of torch.optim classes that have a range; others go to the class unchecked.
+OPTIMIZER_KEYS: dict[str, tuple[Any, Any]] = {
+    "lr": (PositiveFloat, 3.0e-4),
+    "eps": (PositiveFloat, 1.0e-8),
+    "weight_decay": (NonNegativeFloat, 0.0),
+    "momentum": (NonNegativeFloat, 0.9),
+    "alpha": (Fraction, 0.99),
+    "betas": (
+        tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]],
+        "[0.9, 0.999]",
+    ),
+    "fused": (_OPT_BOOL, "true"),
+    "foreach": (_OPT_BOOL, "null"),
+    "amsgrad": (bool, "false"),
+    "nesterov": (bool, "false"),
+    "centered": (bool, "false"),
+}
+# Arguments the builders receive from xdrl, not from YAML.
+SUPPLIED = {
+    "env": {"seed": "seed", "device": "device", "render": "eval.render"},
+    "algorithm.build": {"env": "env", "frames_per_batch": "frames_per_batch", "device": "device"},
+}
+# Evaluation metric names (xdrl.trainer_hooks.logging._common; not imported: it imports torch).
+EVAL_SUBGROUPS = ("deterministic", "stochastic")
+STATS = ("min", "mean", "max")
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Check every key of a composed run config; raises :class:`ConfigError` on the first bad one.
+
+    Imports no torch unless ``device`` is not ``cpu``; creates nothing on disk.
+
+    Example:
+        >>> check_config(compose("config", overrides=["total_frames=abc"]))
+        Traceback (most recent call last):
+        xdrl.errors.ConfigError: total_frames: got 'abc' (str), not an integer; set an ...
+    """
+    for key in _missing(cfg):
+        raise ConfigError(key, f"required but not set (???); set {key}=<value>")
+    for group, schema in SCHEMA.items():
+        _check_group(cfg, group, schema, closed=True)
+    _check_group(cfg, "algorithm.optimizer", OPTIMIZER_KEYS, closed=False)
+    _check_target(cfg, "env")
+    check_env_kwargs(str(cfg.env.id), _value(cfg, "env.make_kwargs") or {})
+    _check_target(cfg, "algorithm.build")
+    _check_sizes(cfg)
+    _check_objective(cfg)
+    _check_paths(cfg)
+    check_device(cfg.device)
+
+
+# Values
+
+
+def _missing(node: DictConfig, prefix: str = "") -> list[str]:
+    """Keys left at ``???`` (e.g. ``env.id`` of ``env=gym``), without resolving anything."""
+    keys = []
+    for name in map(str, node):
+        if OmegaConf.is_missing(node, name):
+            keys.append(f"{prefix}{name}")
+        elif not OmegaConf.is_interpolation(node, name):
+            child = node._get_node(name)
+            if isinstance(child, DictConfig):
+                keys += _missing(child, f"{prefix}{name}.")
+    return keys
+
+
+def _value(cfg: DictConfig, key: str) -> Any:
+    """The plain Python value at ``key`` (interpolations resolved; containers as dict/list)."""
+    node = OmegaConf.select(cfg, key, throw_on_missing=False)
+    if isinstance(node, DictConfig | ListConfig):
+        try:
+            return OmegaConf.to_container(node, resolve=True)
+        except Exception:  # noqa: BLE001 - ${hydra:...} inside: the container's shape suffices
+            return OmegaConf.to_container(node, resolve=False)
+    return node
+
+
+def _resolvable(cfg: DictConfig, key: str) -> bool:
+    """Whether ``key`` resolves here (``${hydra:...}`` does not before Hydra starts the job)."""
+    try:
+        OmegaConf.select(cfg, key, throw_on_missing=True)
+    except Exception:  # noqa: BLE001 - any resolver failure: the key is not checkable yet
+        return False
+    return True
+
+
+def check_value(key: str, value: Any, annotation: Any, example: Any = None) -> Any:
+    """Validate ``value`` against ``annotation`` (strict: no int from float, no str to number)."""
+    if annotation is Any or annotation is inspect.Parameter.empty:
+        return value
+    adapter = TypeAdapter(annotation, config=_STRICT)
+    try:
+        return adapter.validate_python(value, strict=True)
+    except ValidationError as err:
+        expected = _describe(adapter.json_schema())
+        fix = f"set {expected}" + (f", e.g. {key}={_show(example)}" if example is not None else "")
+        raise ConfigError(key, f"{_what_is_wrong(value, err)}; {fix}") from err
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_show(v) for v in value) + "]"
+    return str(value)
+
+
+_REASONS = {
+    "greater_than": "too small",
+    "greater_than_equal": "too small",
+    "less_than": "too large",
+    "less_than_equal": "too large",
+    "finite_number": "not finite",
+    "literal_error": "not one of the options",
+    "string_too_short": "empty",
+    "too_short": "too short",
+    "too_long": "too long",
+}
+
+
+def _what_is_wrong(value: Any, err: ValidationError) -> str:
+    """'got 'abc' (str), not an integer', 'got [1, 'a'] (list): item 1 ('a') not a number'."""
+    first = err.errors()[0]
+    kind = first["type"]
+    reason = _REASONS.get(kind, "of the wrong type")
+    if kind.startswith("int_"):
+        reason = "not an integer"
+    elif kind.startswith("float_"):
+        reason = "not a number"
+    elif kind.startswith("bool_"):
+        reason = "not true or false"
+    elif kind.startswith("string_type"):
+        reason = "not a string"
+    where = [str(p) for p in first["loc"] if isinstance(p, int)]
+    item = f": item {where[0]} ({first['input']!r})" if where else ","
+    return f"got {value!r} ({type(value).__name__}){item} {reason}"
+
+
+def _describe(schema: Mapping[str, Any]) -> str:
+    """A JSON schema (from pydantic) in a few words: 'an integer >= 1', 'a number in (0, 1]'."""
+    if "anyOf" in schema:
+        return " or ".join(_describe(s) for s in schema["anyOf"])
+    if "enum" in schema or "const" in schema:
+        options = schema.get("enum", [schema.get("const")])
+        return "one of " + ", ".join(repr(o) for o in options)
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        noun = "an integer" if kind == "integer" else "a number"
+        return noun + _bounds(schema)
+    if kind == "boolean":
+        return "true or false"
+    if kind == "null":
+        return "null"
+    if kind == "string":
+        return "a non-empty string" if schema.get("minLength") else "a string"
+    if kind == "array":
+        items = schema.get("prefixItems")
+        if items:
+            return f"a list of {len(items)} items, each " + _describe(items[0])
+        return "a list, each item " + _describe(schema.get("items", {}))
+    if kind == "object":
+        return "a mapping"
+    return "a value of the declared type"
+
+
+def _bounds(schema: Mapping[str, Any]) -> str:
+    low = ("[", schema["minimum"]) if "minimum" in schema else None
+    low = ("(", schema["exclusiveMinimum"]) if "exclusiveMinimum" in schema else low
+    high = ("]", schema["maximum"]) if "maximum" in schema else None
+    high = (")", schema["exclusiveMaximum"]) if "exclusiveMaximum" in schema else high
+    if low and high:
+        return f" in {low[0]}{low[1]}, {high[1]}{high[0]}"
+    if low:
+        return f" {'>=' if low[0] == '[' else '>'} {low[1]}"
+    if high:
+        return f" {'<=' if high[0] == ']' else '<'} {high[1]}"
+    return ""
+
+
+# Groups with a schema here
+
+
+def _check_group(
+    cfg: DictConfig, group: str, schema: Mapping[str, tuple[Any, Any]], *, closed: bool
+) -> None:
+    node = OmegaConf.select(cfg, group) if group else cfg
+    if not isinstance(node, DictConfig):
+        return
+    prefix = f"{group}." if group else ""
+    for name in map(str, node):
+        key = f"{prefix}{name}"
+        if name.startswith("_") or (not group and name == "hydra"):
+            continue
+        if name not in schema:
+            if closed:
+                raise ConfigError(key, _not_a_key(name, list(schema), prefix))
+            continue
+        if not _resolvable(cfg, key):
+            continue
+        annotation, example = schema[name]
+        check_value(key, _value(cfg, key), annotation, example)
+
+
+def _not_a_key(name: str, known: Sequence[str], prefix: str) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {prefix}{close[0]}?" if close else f"keys here: {', '.join(known)}"
+    return f"not a config key; {hint}"
+
+
+# Groups whose schema is a builder's signature
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a builder: its annotation (evaluated) and default (if a literal)."""
+
+    annotation: Any
+    default: Any = inspect.Parameter.empty
+
+
+def read_signature(target: str) -> tuple[dict[str, Param], bool] | None:
+    """The parameters of the function ``target`` names (``pkg.module.func``) and whether it takes
+    ``**kwargs``, read from its source without importing its module (None: not readable)."""
+    module_name, _, func_name = target.rpartition(".")
+    try:
+        spec = importlib.util.find_spec(module_name)  # imports the parent packages only
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    func = next(
+        (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func_name), None
+    )
+    if func is None:
+        return None
+    args = func.args
+    positional = args.posonlyargs + args.args
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    pairs = list(zip(positional, [*defaults, *args.defaults], strict=True))
+    pairs += list(zip(args.kwonlyargs, args.kw_defaults, strict=True))
+    params = {arg.arg: Param(_annotation(arg.annotation), _literal(d)) for arg, d in pairs}
+    return params, args.kwarg is not None
+
+
+def _annotation(node: ast.expr | None) -> Any:
+    if node is None:
+        return Any
+    source = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+    try:
+        expr = source if source is not None else ast.unparse(node)
+        return eval(expr, {"__builtins__": {}}, dict(_NAMESPACE))  # noqa: S307 - source code
+    except Exception:  # noqa: BLE001 - a type from elsewhere is not checked here
+        return Any
+
+
+def _literal(node: ast.expr | None) -> Any:
+    if node is None:
+        return inspect.Parameter.empty
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError):
+        return inspect.Parameter.empty
+
+
+def _check_target(cfg: DictConfig, group: str) -> None:
+    """Every key under ``group`` is a parameter of its ``_target_`` and fits its annotation."""
+    node = OmegaConf.select(cfg, group)
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        return
+    target = str(node._target_)
+    read = read_signature(target)
+    if read is None:
+        return  # instantiation reports an unreadable target with the key's name
+    params, takes_kwargs = read
+    supplied = SUPPLIED.get(group, {})
+    for name in map(str, node):
+        key = f"{group}.{name}"
+        if name.startswith("_"):
+            continue
+        if name in supplied:
+            raise ConfigError(key, f"set by xdrl from {supplied[name]}; remove it from {group}")
+        if name not in params:
+            if takes_kwargs:
+                continue
+            known = [p for p in params if p not in supplied]
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {group}.{close[0]}?" if close else f"parameters: {known}"
+            raise ConfigError(key, f"not a parameter of {target}; {hint}")
+        if _resolvable(cfg, key):
+            param = params[name]
+            default = param.default if param.default is not inspect.Parameter.empty else None
+            check_value(key, _value(cfg, key), param.annotation, default)
+
+
+# Environment
+
+
+def check_env_kwargs(env_id: str, make_kwargs: Mapping[str, Any]) -> None:
+    """``env.id`` is registered and every ``env.make_kwargs`` key is an argument of the env's
+    constructor (its gymnasium ``EnvSpec`` entry point) or of ``gymnasium.make``."""
+    from xdrl.envs import check_env_id
+
+    check_env_id(env_id)
+    if not make_kwargs:
+        return
+    if not isinstance(make_kwargs, Mapping):
+        raise ConfigError("env.make_kwargs", "must be a mapping, e.g. {render_mode: rgb_array}")
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    spec = gymnasium.spec(env_id)
+    try:
+        entry = spec.entry_point
+        creator: Any = load_env_creator(entry) if isinstance(entry, str) else entry
+        signature = inspect.signature(creator)
+    except Exception:  # noqa: BLE001 - a missing optional package is reported when building
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
+        return
+    accepted = set(signature.parameters) | {"max_episode_steps", "disable_env_checker"}
+    for name in make_kwargs:
+        if name not in accepted:
+            close = difflib.get_close_matches(str(name), sorted(accepted), n=1)
+            hint = f"did you mean {close[0]}?" if close else f"it accepts {sorted(accepted)}"
+            raise ConfigError(
+                f"env.make_kwargs.{name}",
+                f"not an argument of {env_id} ({getattr(creator, '__name__', creator)}); {hint}",
+            )
+
+
+# Cross-key checks
+
+
+def _check_sizes(cfg: DictConfig) -> None:
+    num_envs = cfg.env.num_envs
+    if cfg.frames_per_batch % num_envs:
+        raise ConfigError(
+            "frames_per_batch",
+            f"{cfg.frames_per_batch} is not a multiple of env.num_envs={num_envs}; "
+            f"set e.g. frames_per_batch={max(1, cfg.frames_per_batch // num_envs) * num_envs}",
+        )
+    if cfg.eval.enabled and not (cfg.eval.deterministic or cfg.eval.stochastic):
+        raise ConfigError(
+            "eval.deterministic",
+            "eval.deterministic and eval.stochastic are both false, so nothing is evaluated; "
+            "set one of them true, or eval=none",
+        )
+
+
+def objective_names(cfg: DictConfig) -> list[str]:
+    """The evaluation metric names a run of ``cfg`` logs (what ``objective`` may name)."""
+    ev = cfg.eval
+    if not ev.enabled:
+        return []
+    subgroups = [
+        s for s, on in zip(EVAL_SUBGROUPS, (ev.deterministic, ev.stochastic), strict=True) if on
+    ]
+    stats = ("mean",) if cfg.logging.reduce_stats is False else STATS
+    weights = cfg.env.reward_weights
+    objectives = len(weights) if weights is not None else 0
+    names = []
+    for sub in subgroups:
+        base = f"eval/{sub}"
+        names += [f"{base}/reward/episode_reward_{s}" for s in stats]
+        names.append(f"{base}/episode_len_mean")
+        for i in range(objectives):
+            names += [f"{base}/reward/objective_{i}/episode_reward_{s}" for s in stats]
+    return names
+
+
+_ANY_OBJECTIVE = re.compile(
+    r"^eval/(deterministic|stochastic)/(episode_len_mean|reward/(objective_\d+/)?"
+    r"episode_reward_(min|mean|max))$"
+)
+
+
+def _check_objective(cfg: DictConfig) -> None:
+    """A name no run can log fails always; one this run does not log fails in an Optuna sweep
+    (its trials would train to the end and return nothing)."""
+    objective = cfg.objective
+    names = objective_names(cfg)
+    if _ANY_OBJECTIVE.match(objective) is None:
+        default = "eval/deterministic/reward/episode_reward_mean"
+        pool = [default, *(n for n in names if n != default)]
+        close = difflib.get_close_matches(objective, pool, n=1, cutoff=0.4)
+        hint = f"did you mean {close[0]}?" if close else f"e.g. objective={pool[0]}"
+        raise ConfigError("objective", f"{objective!r} is not a metric xdrl logs; {hint}")
+    if (
+        objective in names
+        or not _optuna_sweep()
+        or cfg.env.reward_weights is None
+        and ("/objective_" in objective)
+    ):
+        return
+    reason = "eval is disabled" if not cfg.eval.enabled else "this run does not log it"
+    raise ConfigError(
+        "objective",
+        f"{objective!r} is never logged ({reason}), so every trial would return nothing; "
+        f"pick one of {names} or enable the evaluation it needs",
+    )
+
+
+def _optuna_sweep() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return False
+    sweeper = getattr(HydraConfig.get().sweeper, "_target_", "") or ""
+    return "optuna" in str(sweeper).lower()
+
+
+# Paths and devices
+
+
+def _check_paths(cfg: DictConfig) -> None:
+    resume = cfg.resume
+    if resume is not None:
+        path = Path(str(resume)).expanduser()
+        if not path.exists():
+            raise ConfigError("resume", f"{path} does not exist; pass a checkpoint or run dir")
+        if not path.is_dir():
+            raise ConfigError(
+                "resume", f"{path} is a file; pass a checkpoint dir or a run dir instead"
+            )
+    if _resolvable(cfg, "run_dir"):
+        check_writable_dir(str(cfg.run_dir), "run_dir")
+
+
+def check_writable_dir(path: str, key: str) -> None:
+    """``path`` is a writable folder, or can be created (its nearest existing parent is a
+    writable folder); creates nothing."""
+    target = Path(path).expanduser().absolute()
+    probe = target
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        what = "is a file" if probe == target else f"cannot be created: {probe} is a file"
+        raise ConfigError(key, f"{target} {what}; pick a folder path")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "is read-only" if probe == target else f"cannot be created: {probe} is read-only"
+        raise ConfigError(key, f"{target} {what}; pick a writable folder")
+
+
+def check_device(device: str) -> None:
+    """``device`` names a torch device this machine has (imports torch unless it is ``cpu``)."""
+    if device == "cpu":
+        return
+    if re.match(DEVICE_PATTERN, device) is None:
+        raise ConfigError(
+            "device", f"{device!r} is not a torch device; set cpu, cuda or cuda:<index>"
+        )
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError) as err:
+        raise ConfigError(
+            "device", f"{device!r} is not a torch device; set cpu, cuda or cuda:<index>"
+        ) from err
+    if parsed.type in ("cpu", "meta"):
+        return
+    backend = getattr(torch, parsed.type, None)
+    available: Callable[[], bool] | None = getattr(backend, "is_available", None)
+    if available is None or not available():
+        raise ConfigError(
+            "device",
+            f"{device!r} is not available here (torch {torch.__version__} sees no "
+            f"{parsed.type} device); set device=cpu",
+        )
+    count = getattr(backend, "device_count", lambda: 1)()
+    if parsed.index is not None and parsed.index >= count:
+        raise ConfigError(
+            "device", f"{device!r}: only {count} {parsed.type} device(s) here; pick 0..{count - 1}"
+        )

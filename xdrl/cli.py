@@ -61,12 +61,18 @@ def _fast_help(overrides: list[str]) -> str:
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="config")
 def train(cfg: DictConfig) -> float | None:
     """Train one run; returns the configured objective for sweepers (e.g. Optuna)."""
-    from xdrl.errors import ConfigError
+    from xdrl.errors import ConfigError, RunError
 
+    logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
     try:
         from xdrl.run import run
 
         return run(cfg)
+    except RunError as err:  # the traceback is in the run's log
+        print(f"xdrl-train: error: {err}", file=sys.stderr)
+        if _in_multirun():
+            raise
+        raise SystemExit(1) from None
     except ConfigError as err:
         log.debug("configuration error", exc_info=True)
         log.error("%s", err)
@@ -136,7 +142,13 @@ def main() -> None:
         if error is not None:
             print(f"xdrl-train: config error: {error}", file=sys.stderr)
             raise SystemExit(2)
-    train()
+    try:
+        train()
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before training started
+        print(
+            "xdrl-train: aborted by Ctrl-C (no checkpoint written at that point)", file=sys.stderr
+        )
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -66,6 +66,10 @@ class WandbFlushHook(TrainerHookBase):
         if experiment is None:
             return
         steps = self._wandb_step_registry(logger)
+        if not steps:
+            # Nothing logged by this process yet (a resumed run drops the steps its killed
+            # predecessor already wrote): a commit now would add an empty row at W&B step 0.
+            return
         local_step = getattr(experiment, "_local_step", None)
         if steps == self._last_flushed_steps and local_step == self._last_local_step:
             return

@@ -83,6 +83,10 @@ class WandbFlushHook(TrainerHookBase):
 
     def register(self, trainer: Trainer, name: str = "wandb_flush") -> None:
         self.trainer = trainer
+        # W&B's step at start-up is no pending row: a resumed run whose first iterations only
+        # repeat steps its killed predecessor wrote (and drops) must not commit an empty row.
+        experiment = self._wandb_experiment(trainer.logger) if self.enabled else None
+        self._last_local_step = getattr(experiment, "_local_step", None)
         trainer.register_op("post_steps_log", self)
         trainer.register_op("shutdown", self)
         trainer.register_module(name, self)

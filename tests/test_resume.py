@@ -258,7 +258,7 @@ def test_a_second_run_in_a_live_run_dir_stops_with_one_line(tmp_path: Path) -> N
     first = _start(args, tmp_path)
     try:
         _wait_for(lambda: _last_logged_step(run_dir) > 0, first)
-        second = run_cli(args, cwd=tmp_path)
+        second = run_cli([*args, "seed=1"], cwd=tmp_path)
         assert first.poll() is None, "the first run ended before the second tried its dir"
     finally:
         first.send_signal(signal.SIGINT)
@@ -270,6 +270,7 @@ def test_a_second_run_in_a_live_run_dir_stops_with_one_line(tmp_path: Path) -> N
         f"xdrl-train: config error: run_dir: {run_dir} is in use by pid {first.pid} on host "
     )
     assert read_summary(run_dir)["status"] == "interrupted"  # the first run's, not the second's
+    assert "seed: 0" in (run_dir / ".hydra" / "config.yaml").read_text()  # not rewritten
 
 
 def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path: Path) -> None:

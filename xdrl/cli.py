@@ -143,7 +143,10 @@ def main() -> None:
             print(f"xdrl-train: config error: {error}", file=sys.stderr)
             raise SystemExit(2)
     try:
-        train()
+        from xdrl.run_lock import lock_named_run_dir
+
+        with lock_named_run_dir(args):
+            train()
     except KeyboardInterrupt:  # a second Ctrl-C, or one before training started
         print(
             "xdrl-train: aborted by Ctrl-C (no checkpoint written at that point)", file=sys.stderr

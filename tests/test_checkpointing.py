@@ -18,8 +18,10 @@ from xdrl.checkpointing import (
     CorruptCheckpoint,
     VerifiedCheckpoint,
     config_changes,
+    set_aside_previous_output,
     verify,
 )
+from xdrl.loggers import stable_run_id
 from xdrl.run import _StopRequest
 
 
@@ -78,3 +80,15 @@ def test_ctrl_c_stops_after_the_iteration_and_a_second_one_aborts() -> None:
     with pytest.raises(SystemExit) as exit_:
         stop.forward()
     assert exit_.value.code == 130
+
+
+def test_resume_never_sets_earlier_output_aside_and_gets_a_new_wandb_id(tmp_path: Path) -> None:
+    for name in ("checkpoints", "logs", "wandb"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "summary.json").write_text("{}")
+    (tmp_path / ".hydra").mkdir()
+    before = stable_run_id(str(tmp_path))
+    set_aside_previous_output(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "superseded"]
+    assert (tmp_path / "superseded" / "1" / "checkpoints").is_dir()
+    assert stable_run_id(str(tmp_path)) != before  # W&B would otherwise drop the new steps

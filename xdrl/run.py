@@ -172,9 +172,13 @@ def _run(cfg: DictConfig) -> float | None:
             summary["error"] = error
         _close(cfg.run_dir, run_, summary)
     if stop.interrupted:
+        saved = (
+            "checkpoint and logs written; run the same command again to continue"
+            if cfg.checkpoint.enabled
+            else "logs written, no checkpoint (checkpoint.enabled=false)"
+        )
         print(
-            f"xdrl-train: interrupted at {frames:,} frames; checkpoint and logs written to "
-            f"{cfg.run_dir}; run the same command again to continue",
+            f"xdrl-train: interrupted at {frames:,} frames in {cfg.run_dir}; {saved}",
             file=sys.stderr,
         )
     stop.forward()

@@ -531,3 +531,16 @@ def test_wandb_flush_writes_one_row_per_iteration_offline(tmp_path):
         (128, 128, 1),
         (192, 192, 1),
     ]
+
+
+def test_wandb_flush_writes_no_empty_row_after_a_resume_that_logged_nothing_new():
+    # A resumed run drops the steps its killed predecessor wrote; committing then added an
+    # empty row at W&B step 0 (the old flaky `{0} != {0}` in test_resume).
+    logger = _fake_wandb_logger()
+    flush = WandbFlushHook()
+    flush.register(_FakeTrainer(logger=logger))
+    logger._step_registry.update({"step": 1024})  # restored from the checkpoint
+    flush.load_state_dict({"last_flushed_steps": [("step", 1024)]})
+    flush(None)
+    flush()
+    assert logger.experiment.calls == []

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-WANDB = str(Path(sys.executable).with_name("wandb"))
+# `python -m wandb`: works whether or not the venv has the `wandb` console script.
+WANDB = [sys.executable, "-m", "wandb"]
 
 
 def offline_runs(save_dir: Path) -> list[Path]:
@@ -18,7 +19,7 @@ def offline_runs(save_dir: Path) -> list[Path]:
 def read_records(run: Path) -> list[dict]:
     """Every record of one run's ``.wandb`` transaction log, as wandb decodes it."""
     out = subprocess.run(
-        [WANDB, "leet", "inspect", "--json", str(run)],
+        [*WANDB, "leet", "inspect", "--json", str(run)],
         capture_output=True,
         text=True,
         check=True,

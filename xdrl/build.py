@@ -220,6 +220,12 @@ def _lr_schedule(cfg: DictConfig, optimizer: torch.optim.Optimizer) -> LRSchedul
     return LRSchedulerHook(scheduler, interval="batch")
 
 
+def _resolved(cfg: DictConfig) -> dict[str, Any]:
+    """The config as plain, resolved data (what checkpoints record and resumes compare)."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    return {str(k): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}
+
+
 def build_trainer(cfg: DictConfig) -> Run:
     """Turn the composed config into a ready-to-train TorchRL Trainer with xdrl's hooks."""
     _check_sizes(cfg)
@@ -254,7 +260,9 @@ def build_trainer(cfg: DictConfig) -> Run:
     checkpoint = rotation = None
     if cfg.checkpoint.enabled:
         _positive(cfg.checkpoint.interval_frames, "checkpoint.interval_frames")
-        checkpoint, rotation = make_checkpointing(cfg.run_dir, cfg.checkpoint.keep_last)
+        checkpoint, rotation = make_checkpointing(
+            cfg.run_dir, cfg.checkpoint.keep_last, config=_resolved(cfg)
+        )
 
     # Trainer
     interactive = sys.stdout.isatty()
@@ -311,7 +319,7 @@ def build_trainer(cfg: DictConfig) -> Run:
     WandbFinishHook(enabled=is_wandb).register(trainer)
 
     # Resume
-    resumed = restore(trainer, candidates)
+    resumed = restore(trainer, candidates, config=_resolved(cfg), run_dir=cfg.run_dir)
     if resumed is not None:
         train_env.set_seed(cfg.seed + int(trainer.collected_frames))
     return Run(

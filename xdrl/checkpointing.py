@@ -1,71 +1,177 @@
 """Checkpoints (TorchRL ``Checkpoint`` + ``CheckpointRotation``) and resuming from them.
 
-TorchRL saves the policy, loss, optimizer, collector, replay buffer, logger, trainer counters and
-every module registered on the Trainer (xdrl's hook sets included); it writes each checkpoint
-into a hidden staging folder and renames it, so a run killed mid-write leaves no half checkpoint
-under a real name. What it does not save is the RNG state: ``RngState`` adds it.
+TorchRL saves the policy, loss, optimizer, collector, replay buffer, logger, trainer counters,
+every module registered on the Trainer (xdrl's hook sets included) and, through its
+``GlobalRNGState``, the python/numpy/torch (and CUDA) RNG states; it writes each checkpoint into a
+hidden staging folder and renames it, so a run killed mid-write leaves no half checkpoint under a
+real name. What TorchRL does not do is notice a file damaged after the save (a tensor file
+truncated to 10 bytes loads as near-zero weights). ``VerifiedCheckpoint`` adds that: after each
+save it writes the run's config (``config.yaml``) and then, last and atomically, the sha256 of
+every file (``checksums.json``); every load verifies them first.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-import random
+import os
+import re
+import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-from torchrl.checkpoint import Checkpoint, CheckpointRotation
+import yaml
+from torchrl.checkpoint import Checkpoint, CheckpointRotation, GlobalRNGState
 
 from xdrl.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_DIR = "checkpoints"
+CHECKSUMS_FILE = "checksums.json"
+CONFIG_FILE = "config.yaml"
+HISTORY_DIR = Path(".hydra") / "history"
+NEVER = "never"
+_CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
+
+# Keys whose change makes a checkpoint meaningless or unloadable: the networks, losses and
+# optimizer (everything under algorithm), the environment, and the batch the algorithm was sized
+# for. Any other difference (total_frames, logging, eval, checkpoint, ...) resumes and is logged.
+SHAPING_PREFIXES = ("algorithm.", "env.", "frames_per_batch")
+# Keys that differ by nature between a run and its resume.
+_IGNORED_KEYS = ("run_dir", "exp_name", "resume")
 
 
-class RngState:
-    """The python, numpy and torch RNG states as a checkpoint component (tensors only).
+class CorruptCheckpoint(Exception):
+    """A checkpoint file that is missing or does not match its recorded checksum.
 
-    Example:
-        >>> Checkpoint(rng=RngState()).save("ckpt")
+    Args:
+        path: the file at fault.
+        reason: what is wrong with it.
     """
 
-    def state_dict(self) -> dict[str, Any]:
-        """The three RNG states, encoded as tensors."""
-        version, py_state, gauss = random.getstate()
-        np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
-        return {
-            "torch": torch.get_rng_state(),
-            "python": torch.tensor([version, *py_state], dtype=torch.int64),
-            "python_gauss": torch.tensor([gauss is not None, gauss or 0.0], dtype=torch.float64),
-            "numpy_keys": torch.from_numpy(np.asarray(np_keys, dtype=np.int64)),
-            "numpy_rest": torch.tensor([np_pos, np_has_gauss, np_gauss], dtype=torch.float64),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the three RNG states."""
-        torch.set_rng_state(state["torch"])
-        py = [int(v) for v in state["python"].tolist()]
-        has_gauss, gauss = state["python_gauss"].tolist()
-        random.setstate((py[0], tuple(py[1:]), gauss if has_gauss else None))
-        pos, np_has_gauss, np_gauss = state["numpy_rest"].tolist()
-        keys = state["numpy_keys"].numpy().astype(np.uint32)
-        np.random.set_state(("MT19937", keys, int(pos), int(np_has_gauss), float(np_gauss)))
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
 
 
-def make_checkpointing(run_dir: str, keep_last: int) -> tuple[Checkpoint, CheckpointRotation]:
-    """A Checkpoint (with RNG states) rotated under ``<run_dir>/checkpoints``."""
+class VerifiedCheckpoint(Checkpoint):
+    """TorchRL's ``Checkpoint`` whose saves carry checksums (and the run's config) and whose loads
+    verify them first: a damaged checkpoint raises :class:`CorruptCheckpoint` before anything loads.
+
+    Args:
+        config: the resolved run config, written as ``config.yaml`` into each checkpoint.
+        **components: named components, as for ``Checkpoint``.
+
+    Example:
+        >>> ckpt = VerifiedCheckpoint(config={"seed": 0}, rng=GlobalRNGState())
+        >>> ckpt.load(ckpt.save("ckpt"))  # verified, then loaded
+    """
+
+    def __init__(self, *, config: Mapping[str, Any] | None = None, **components: Any) -> None:
+        super().__init__(**components)
+        self.config = dict(config or {})
+        self._verified: Path | None = None
+
+    def verify(self, path: Path) -> None:
+        """Verify ``path`` (see :func:`verify`); the next load of ``path`` skips re-hashing."""
+        verify(path)
+        self._verified = Path(path)
+
+    def save(self, path: str | Path, **kwargs: Any) -> Path:
+        """Save through TorchRL, then add ``config.yaml`` and, last, ``checksums.json``."""
+        destination = Path(path)
+        try:
+            destination = super().save(path, **kwargs)
+            _write_atomically(destination / CONFIG_FILE, yaml.safe_dump(self.config))
+            _write_atomically(destination / CHECKSUMS_FILE, json.dumps(_checksums(destination)))
+        except OSError as err:
+            if err.filename is None:  # a failed write() names no file; name the checkpoint
+                err.filename = str(destination)
+            raise
+        return destination
+
+    def load(self, path: str | Path, **kwargs: Any) -> Any:
+        """Verify every file of ``path`` against its checksum, then load through TorchRL."""
+        if Path(path) != self._verified:
+            verify(Path(path))
+        self._verified = None
+        return super().load(path, **kwargs)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _checksums(root: Path) -> dict[str, Any]:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != CHECKSUMS_FILE)
+    return {
+        "algorithm": "sha256",
+        "files": {p.relative_to(root).as_posix(): [p.stat().st_size, _sha256(p)] for p in files},
+    }
+
+
+def verify(checkpoint: Path) -> None:
+    """Raise :class:`CorruptCheckpoint` naming the first file that is missing or altered (or
+    the missing ``checksums.json`` of a save that never finished)."""
+    sums = checkpoint / CHECKSUMS_FILE
+    try:
+        recorded = json.loads(sums.read_text())["files"]
+    except FileNotFoundError:
+        raise CorruptCheckpoint(sums, "missing (the save did not finish)") from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CorruptCheckpoint(sums, f"unreadable ({err})") from None
+    for name, (size, digest) in sorted(recorded.items()):
+        path = checkpoint / name
+        try:
+            actual_size = path.stat().st_size
+            if actual_size != size:
+                raise CorruptCheckpoint(path, f"{actual_size} bytes, {size} when saved")
+            if _sha256(path) != digest:
+                raise CorruptCheckpoint(path, "content differs from its checksum")
+        except OSError as err:
+            raise CorruptCheckpoint(path, err.strerror or str(err)) from None
+
+
+def make_checkpointing(
+    run_dir: str, keep_last: int, config: Mapping[str, Any]
+) -> tuple[VerifiedCheckpoint, CheckpointRotation]:
+    """A verified Checkpoint (with TorchRL's RNG states) rotated under ``<run_dir>/checkpoints``."""
     if keep_last < 1:
         raise ConfigError("checkpoint.keep_last", f"must be at least 1, got {keep_last}")
-    checkpoint = Checkpoint(rng=RngState())
+    checkpoint = VerifiedCheckpoint(config=config, rng=GlobalRNGState())
     rotation = CheckpointRotation(Path(run_dir) / CHECKPOINT_DIR, keep_last=keep_last)
     return checkpoint, rotation
 
 
+def _checkpoint_dirs(folder: Path) -> list[Path]:
+    """``checkpoint-<frames>`` folders by frames, damaged ones included (``verify`` judges)."""
+    found = [p for p in folder.glob("checkpoint-*") if _CHECKPOINT_NAME.fullmatch(p.name)]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
 def resume_candidates(resume: str | None, run_dir: str) -> list[Path]:
     """Checkpoints to try, newest first: ``resume`` (a checkpoint, or a run or checkpoints dir),
-    else this run dir's own checkpoints (a requeued SLURM job starts in the same dir)."""
+    else this run dir's own checkpoints (a requeued SLURM job starts in the same dir);
+    ``resume=never`` starts afresh and moves this run dir's earlier output aside."""
+    if resume == NEVER:
+        set_aside_previous_output(Path(run_dir))
+        return []
     if resume is None:
         target = Path(run_dir) / CHECKPOINT_DIR
         if not target.is_dir():
@@ -74,14 +180,27 @@ def resume_candidates(resume: str | None, run_dir: str) -> list[Path]:
         target = Path(resume).expanduser()
         if not target.exists():
             raise ConfigError("resume", f"{target} does not exist; pass a checkpoint or run dir")
-        if Checkpoint.is_checkpoint(target):
+        if _CHECKPOINT_NAME.fullmatch(target.name) or Checkpoint.is_checkpoint(target):
             return [target]
         if (target / CHECKPOINT_DIR).is_dir():
             target = target / CHECKPOINT_DIR
-    found = list(CheckpointRotation(target, keep_last=1).checkpoints())
+    found = _checkpoint_dirs(target)
     if resume is not None and not found:
         raise ConfigError("resume", f"no checkpoint found under {target}")
     return found[::-1]
+
+
+def set_aside_previous_output(run_dir: Path) -> None:
+    """``resume=never``: move a run dir's checkpoints, logs and W&B files to ``superseded/<n>/``."""
+    names = ("checkpoints", "logs", "wandb", "wandb-last-step.txt", "summary.json")
+    present = [run_dir / n for n in names if (run_dir / n).exists()]
+    if not present:
+        return
+    aside = run_dir / "superseded" / str(len(list((run_dir / "superseded").glob("*"))) + 1)
+    aside.mkdir(parents=True)
+    for path in present:
+        shutil.move(str(path), aside / path.name)
+    log.info("resume=never: moved the earlier output of %s to %s", run_dir, aside)
 
 
 def resumed_run_dir(candidate: Path) -> Path:
@@ -89,21 +208,82 @@ def resumed_run_dir(candidate: Path) -> Path:
     return candidate.parent.parent if candidate.parent.name == CHECKPOINT_DIR else candidate.parent
 
 
-def restore(trainer: Any, candidates: list[Path]) -> Path | None:
-    """Load the newest loadable checkpoint into ``trainer``; a corrupt one falls back to the
-    previous. Returns the checkpoint used (None: nothing to resume)."""
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(node, Mapping) or not node:
+        return {prefix.rstrip("."): node}
+    flat: dict[str, Any] = {}
+    for key, value in node.items():
+        flat.update(_flat(value, f"{prefix}{key}."))
+    return flat
+
+
+def config_changes(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{dotted key: (saved value, new value)}`` for every key that differs."""
+    old_flat, new_flat = _flat(saved), _flat(new)
+    keys = sorted(set(old_flat) | set(new_flat))
+    return {
+        k: (old_flat.get(k), new_flat.get(k))
+        for k in keys
+        if old_flat.get(k) != new_flat.get(k) and not k.startswith(_IGNORED_KEYS)
+    }
+
+
+def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> None:
+    """Refuse a resume whose config changed what shapes the model, optimizer or env; log any
+    other change and keep the config the checkpoint was written under in ``.hydra/history``."""
+    saved = yaml.safe_load((candidate / CONFIG_FILE).read_text()) or {}
+    changes = config_changes(saved, config)
+    shaping = [k for k in changes if k.startswith(SHAPING_PREFIXES)]
+    if shaping:
+        diff = ", ".join(f"{k} {changes[k][0]!r} -> {changes[k][1]!r}" for k in shaping)
+        raise ConfigError(
+            "resume",
+            f"the config differs from the one {candidate} was written under in {diff}; "
+            "to start afresh pass resume=never (earlier output moves to superseded/) or "
+            "another hydra.run.dir",
+        )
+    if not changes:
+        return
+    history = Path(run_dir) / HISTORY_DIR
+    history.mkdir(parents=True, exist_ok=True)
+    kept = history / f"{len(list(history.glob('*-config.yaml'))) + 1}-config.yaml"
+    kept.write_text(yaml.safe_dump(saved))
+    log.warning(
+        "Resuming with a changed config (%s); the previous config is kept in %s",
+        ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items()),
+        kept,
+    )
+
+
+def restore(
+    trainer: Any, candidates: list[Path], config: Mapping[str, Any], run_dir: str
+) -> Path | None:
+    """Load the newest checkpoint that passes verification into ``trainer``: a damaged one is
+    skipped with one warning naming the file, and the previous one is used. Returns the
+    checkpoint used (None: nothing to resume)."""
+    check = getattr(trainer.checkpoint, "verify", verify)
     for candidate in candidates:
         try:
-            trainer.load_from_file(candidate)
-        except Exception as err:  # noqa: BLE001 - any unreadable checkpoint falls back
-            log.warning(
-                "Checkpoint %s is unreadable (%s); trying the previous one",
-                candidate,
-                str(err).splitlines()[0] if str(err) else type(err).__name__,
-            )
+            check(candidate)
+        except CorruptCheckpoint as err:
+            log.warning("Skipping checkpoint %s: %s; trying the previous one", candidate.name, err)
             continue
+        _check_config(candidate, config, run_dir)
+        try:
+            trainer.load_from_file(candidate)
+        except Exception as err:  # noqa: BLE001 - intact files that do not fit this run
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(
+                "resume",
+                f"{candidate} is intact but does not fit this run ({first}); "
+                "to start afresh pass resume=never or another hydra.run.dir",
+            ) from err
         log.info("Resumed from %s at %d frames", candidate, trainer.collected_frames)
         return candidate
     if candidates:
-        raise ConfigError("resume", f"none of {len(candidates)} checkpoints could be loaded")
+        raise ConfigError(
+            "resume",
+            f"none of {len(candidates)} checkpoints under {candidates[0].parent} passed "
+            "verification (see the warnings); to start afresh pass resume=never",
+        )
     return None

@@ -62,13 +62,19 @@ def _fast_help(overrides: list[str]) -> str:
 def train(cfg: DictConfig) -> float | None:
     """Train one run; returns the configured objective for sweepers (e.g. Optuna)."""
     from xdrl.config_check import check_config
-    from xdrl.errors import ConfigError
+    from xdrl.errors import ConfigError, RunError
 
+    logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
     try:
         check_config(cfg)  # every value, before torch is imported (multirun jobs get it here)
         from xdrl.run import run
 
         return run(cfg)
+    except RunError as err:  # the traceback is in the run's log
+        print(f"xdrl-train: error: {err}", file=sys.stderr)
+        if _in_multirun():
+            raise
+        raise SystemExit(1) from None
     except ConfigError as err:
         _log_trace_to_file(err)
         print(f"xdrl-train: config error: {err}", file=sys.stderr)
@@ -94,41 +100,12 @@ def _in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def _override_error(overrides: list[str]) -> str | None:
-    """One line saying what is wrong with the command line's overrides (None: nothing)."""
-    import difflib
-
+def _precheck(args: list[str]) -> str | None:
+    """One line saying what is wrong with a single run's command line (None: nothing): a
+    misspelt key or option, then every value, checked before Hydra makes the run dir, so a
+    config error leaves nothing on disk. One compose (each costs ~0.3 s of start-up)."""
     from hydra import compose, initialize_config_module
     from hydra.errors import ConfigCompositionException, MissingConfigException
-
-    try:
-        with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
-            compose("config", overrides=overrides)
-    except MissingConfigException as err:
-        text = str(err)
-        missing = text.split("Could not find '")[-1].split("'")[0]
-        group, _, option = missing.rpartition("/")
-        options = sorted(line.strip() for line in text.split("\n") if line.startswith("\t"))
-        close = difflib.get_close_matches(option, options, n=1)
-        hint = f"did you mean {group}={close[0]}?" if close else f"options: {', '.join(options)}"
-        return f"{group}: no option {option!r}; {hint}"
-    except ConfigCompositionException as err:
-        key = str(err).split("'")[1] if "'" in str(err) else str(err)
-        with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
-            base = compose("config")  # only on an error: a compose costs ~0.3 s of start-up
-        keys = _dotted_keys(OmegaConf.to_container(base, resolve=False))
-        close = difflib.get_close_matches(key, keys, n=1)
-        hint = f"did you mean {close[0]}?" if close else f"to add a new key use +{key}=..."
-        return f"{key}: not a config key; {hint}"
-    except Exception as err:  # noqa: BLE001 - Hydra then reports anything else itself
-        return str(err).splitlines()[0] if str(err) else None
-    return None
-
-
-def _value_error(args: list[str]) -> str | None:
-    """One line for the first bad value of a single run (None: all good), checked before Hydra
-    makes the run dir, so a config error leaves nothing on disk."""
-    from hydra import compose, initialize_config_module
 
     from xdrl.config_check import check_config, check_writable_dir
     from xdrl.errors import ConfigError
@@ -136,8 +113,12 @@ def _value_error(args: list[str]) -> str | None:
     try:
         with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
             cfg = compose("config", overrides=args, return_hydra_config=True)
-    except Exception:  # noqa: BLE001 - Hydra reports what it cannot compose itself
-        return None
+    except MissingConfigException as err:
+        return _missing_option(str(err))
+    except ConfigCompositionException as err:
+        return _unknown_key(str(err))
+    except Exception as err:  # noqa: BLE001 - Hydra then reports anything else itself
+        return str(err).splitlines()[0] if str(err) else None
     try:
         check_writable_dir(str(cfg.hydra.run.dir), "hydra.run.dir")
         with open_dict(cfg):
@@ -146,6 +127,33 @@ def _value_error(args: list[str]) -> str | None:
     except ConfigError as err:
         return str(err)
     return None
+
+
+def _missing_option(text: str) -> str:
+    """``group: no option 'x'; did you mean group=y?`` from Hydra's MissingConfigException."""
+    import difflib
+
+    missing = text.split("Could not find '")[-1].split("'")[0]
+    group, _, option = missing.rpartition("/")
+    options = sorted(line.strip() for line in text.split("\n") if line.startswith("\t"))
+    close = difflib.get_close_matches(option, options, n=1)
+    hint = f"did you mean {group}={close[0]}?" if close else f"options: {', '.join(options)}"
+    return f"{group}: no option {option!r}; {hint}"
+
+
+def _unknown_key(text: str) -> str:
+    """``key: not a config key; did you mean ...?`` from Hydra's ConfigCompositionException."""
+    import difflib
+
+    from hydra import compose, initialize_config_module
+
+    key = text.split("'")[1] if "'" in text else text
+    with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+        base = compose("config")  # only on an error
+    keys = _dotted_keys(OmegaConf.to_container(base, resolve=False))
+    close = difflib.get_close_matches(key, keys, n=1)
+    hint = f"did you mean {close[0]}?" if close else f"to add a new key use +{key}=..."
+    return f"{key}: not a config key; {hint}"
 
 
 def _dotted_keys(node: object, prefix: str = "") -> list[str]:
@@ -166,13 +174,21 @@ def main() -> None:
     if "--help" in args or "-h" in args:
         print(_fast_help([a for a in args if a not in ("--help", "-h")]))
         return
-    plain = [a for a in args if not a.startswith(("hydra.", "hydra/", "+hydra"))]
     if not any(a.startswith("-") for a in args):
-        error = (_override_error(plain) if args else None) or _value_error(args)
+        error = _precheck(args)
         if error is not None:
             print(f"xdrl-train: config error: {error}", file=sys.stderr)
             raise SystemExit(2)
-    train()
+    try:
+        from xdrl.run_lock import lock_named_run_dir
+
+        with lock_named_run_dir(args):
+            train()
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before training started
+        print(
+            "xdrl-train: aborted by Ctrl-C (no checkpoint written at that point)", file=sys.stderr
+        )
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

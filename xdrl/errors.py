@@ -1,4 +1,4 @@
-"""The one exception a bad configuration raises, so the CLI can print it as one line."""
+"""The exceptions the CLI prints as one line: a bad configuration, and a run that failed."""
 
 from __future__ import annotations
 
@@ -18,3 +18,12 @@ class ConfigError(ValueError):
         super().__init__(f"{key}: {message}")
         self.key = key
         self.message = message
+
+
+class RunError(RuntimeError):
+    """A run that failed for a reason outside its config (a full disk, a lost mount), said in one
+    line; the full traceback is in the run's log.
+
+    Example:
+        >>> raise RunError("No space left on device: outputs/run/checkpoints")
+    """

@@ -92,8 +92,13 @@ def _existing_csv_steps(scalars_dir: Path) -> dict[str, int]:
 
 
 def stable_run_id(run_dir: str) -> str:
-    """A W&B run id derived from the run directory, so a requeued job resumes the same run."""
-    return hashlib.sha1(os.path.abspath(run_dir).encode()).hexdigest()[:16]
+    """A W&B run id derived from the run directory, so a requeued job resumes the same run; a
+    dir started afresh with ``resume=never`` (earlier output in ``superseded/``) gets a new one."""
+    key = os.path.abspath(run_dir)
+    generations = len(list((Path(run_dir) / "superseded").glob("*")))
+    if generations:
+        key += f"#{generations}"
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
 class WandbLogger(_TorchRLWandbLogger):

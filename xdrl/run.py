@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from xdrl.build import Run, build_trainer
+from xdrl.errors import RunError
+from xdrl.run_lock import RunDirLock
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +34,6 @@ def write_summary(run_dir: str, summary: dict[str, Any]) -> Path:
 
 def _finish_wandb() -> None:
     """Finish an active W&B run so no committed row is lost (crash, Ctrl-C, SIGTERM)."""
-    import sys
-
     wandb = sys.modules.get("wandb")
     if wandb is not None and getattr(wandb, "run", None) is not None:
         try:
@@ -52,11 +53,15 @@ def _last_eval_metrics(run_: Run) -> dict[str, float]:
 
 
 class _StopRequest:
-    """SIGTERM/SIGUSR2: let the current iteration finish, then stop; the Trainer checkpoints.
+    """SIGINT (Ctrl-C), SIGTERM, SIGUSR2: let the current iteration finish, then stop; the
+    Trainer checkpoints. A second SIGINT aborts at once (``KeyboardInterrupt``, no checkpoint).
 
-    Afterwards :meth:`forward` hands the signal to whoever listened before (submitit's handler
-    requeues the SLURM job, whose next start resumes from the checkpoint), or exits 128+signum.
+    Afterwards :meth:`forward` hands SIGTERM/SIGUSR2 to whoever listened before (submitit's
+    handler requeues the SLURM job, whose next start resumes from the checkpoint), or exits
+    128+signum.
     """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2)
 
     def __init__(self, run: Run) -> None:
         self.run = run
@@ -65,40 +70,70 @@ class _StopRequest:
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _StopRequest:
-        for sig in (signal.SIGTERM, signal.SIGUSR2):
+        for sig in self.SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT and self._signum is not None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt  # the second Ctrl-C: abort now
         if self._signum != signal.SIGUSR2:  # a later SIGTERM must not hide submitit's USR2
             self._signum = signum
             self.signal = signal.Signals(signum).name
-        log.warning("%s received: stopping after this iteration", signal.Signals(signum).name)
+        hint = " (Ctrl-C again to abort at once)" if signum == signal.SIGINT else ""
+        log.warning("%s received: stopping after this iteration%s", self.signal, hint)
         self.run.trainer.request_stop(self.signal)
 
     def __exit__(self, *exc: Any) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether the stop came from Ctrl-C (SIGINT)."""
+        return self._signum == signal.SIGINT
+
     def forward(self) -> None:
         """Pass a received signal on, once the checkpoint and the logs are written."""
         if self._signum is None:
             return
         previous = self._previous.get(self._signum)
-        if callable(previous):
+        if callable(previous) and not self.interrupted:
             log.info("Handing %s to the previous handler (%s)", self.signal, previous)
             previous(self._signum, None)
         raise SystemExit(128 + self._signum)
 
 
+def _io_error_line(err: OSError, run_dir: str) -> str:
+    """``No space left on device: <path>``: what went wrong, naming the path."""
+    where = err.filename or f"a file under {run_dir}"
+    return f"{err.strerror or type(err).__name__}: {where}"
+
+
+def _trace_to_log_files(err: BaseException) -> None:
+    """The full traceback in the run's log file(s) only; the terminal gets one line."""
+    trace = (type(err), err, err.__traceback__)
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "Run failed", (), trace)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+
+
 def run(cfg: DictConfig) -> float | None:
+    """Train the run ``cfg`` describes, holding its run dir, and return ``cfg.objective``."""
+    with RunDirLock(cfg.run_dir):
+        return _run(cfg)
+
+
+def _run(cfg: DictConfig) -> float | None:
     """Train the run ``cfg`` describes and return ``cfg.objective`` from the final metrics."""
     start = time.perf_counter()
     run_ = build_trainer(cfg)
     trainer = run_.trainer
     start_frames = int(trainer.collected_frames)
     train_start: float | None = None
-    status = "failed"
+    status, error = "failed", None
     eval_metrics: dict[str, float] = {}
     try:
         with _StopRequest(run_) as stop:
@@ -106,19 +141,22 @@ def run(cfg: DictConfig) -> float | None:
                 run_.hook_set.run_pre_eval()
             train_start = time.perf_counter()
             trainer.train()
-        status = "stopped" if stop.signal else "completed"
+        status = "interrupted" if stop.interrupted else "stopped" if stop.signal else "completed"
     except KeyboardInterrupt:
-        status = "interrupted"
+        status, error = "interrupted", "aborted by a second Ctrl-C; no checkpoint at the stop"
         raise
+    except OSError as err:  # a full disk, a lost mount: one line for the user, the trace in the log
+        error = _io_error_line(err, cfg.run_dir)
+        _trace_to_log_files(err)
+        raise RunError(error) from err
     finally:
         eval_metrics = _last_eval_metrics(run_)
         frames = int(trainer.collected_frames)
-        wall = time.perf_counter() - start
         train_time = time.perf_counter() - train_start if train_start is not None else 0.0
         summary = {
             "status": status,
             "total_frames": frames,
-            "wall_time_s": round(wall, 3),
+            "wall_time_s": round(time.perf_counter() - start, 3),
             "frames_per_second": (
                 round((frames - start_frames) / train_time, 1) if train_time > 0 else None
             ),
@@ -126,16 +164,36 @@ def run(cfg: DictConfig) -> float | None:
             "env": cfg.env.id,
             "algorithm": cfg.algorithm.build._target_.rsplit(".", 2)[-2],
             "eval": eval_metrics,
+            "train_time_s": round(train_time, 3),
         }
         if run_.resumed_from:
             summary["resumed_from"] = run_.resumed_from
-        summary["train_time_s"] = round(train_time, 3)
-        path = write_summary(cfg.run_dir, summary)
-        log.info("Wrote %s (%s, %d frames, %.1f s)", path, status, frames, wall)
-        run_.close()
-        _finish_wandb()
+        if error is not None:
+            summary["error"] = error
+        _close(cfg.run_dir, run_, summary)
+    if stop.interrupted:
+        saved = (
+            "checkpoint and logs written; run the same command again to continue"
+            if cfg.checkpoint.enabled
+            else "logs written, no checkpoint (checkpoint.enabled=false)"
+        )
+        print(
+            f"xdrl-train: interrupted at {frames:,} frames in {cfg.run_dir}; {saved}",
+            file=sys.stderr,
+        )
     stop.forward()
     objective = eval_metrics.get(cfg.objective)
     if eval_metrics:
         log.info("Final evaluation: %s", json.dumps(eval_metrics, sort_keys=True))
     return float(objective) if objective is not None else None
+
+
+def _close(run_dir: str, run_: Run, summary: dict[str, Any]) -> None:
+    """Write summary.json, close the envs, finish W&B; an I/O error here is logged, not raised."""
+    try:
+        path = write_summary(run_dir, summary)
+        log.info("Wrote %s (%s, %d frames)", path, summary["status"], summary["total_frames"])
+    except OSError as err:
+        log.error("Could not write the summary: %s", _io_error_line(err, run_dir))
+    run_.close()
+    _finish_wandb()

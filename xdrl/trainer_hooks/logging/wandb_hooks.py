@@ -66,6 +66,10 @@ class WandbFlushHook(TrainerHookBase):
         if experiment is None:
             return
         steps = self._wandb_step_registry(logger)
+        if not steps:
+            # Nothing logged by this process yet (a resumed run drops the steps its killed
+            # predecessor already wrote): a commit now would add an empty row at W&B step 0.
+            return
         local_step = getattr(experiment, "_local_step", None)
         if steps == self._last_flushed_steps and local_step == self._last_local_step:
             return
@@ -79,6 +83,10 @@ class WandbFlushHook(TrainerHookBase):
 
     def register(self, trainer: Trainer, name: str = "wandb_flush") -> None:
         self.trainer = trainer
+        # W&B's step at start-up is no pending row: a resumed run whose first iterations only
+        # repeat steps its killed predecessor wrote (and drops) must not commit an empty row.
+        experiment = self._wandb_experiment(trainer.logger) if self.enabled else None
+        self._last_local_step = getattr(experiment, "_local_step", None)
         trainer.register_op("post_steps_log", self)
         trainer.register_op("shutdown", self)
         trainer.register_module(name, self)

@@ -1,0 +1,94 @@
+"""Verified checkpoints, config comparison and the stop request, in process (no training)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from torchrl.checkpoint import GlobalRNGState
+
+from xdrl.checkpointing import (
+    CHECKSUMS_FILE,
+    CorruptCheckpoint,
+    VerifiedCheckpoint,
+    config_changes,
+    set_aside_previous_output,
+    verify,
+)
+from xdrl.loggers import stable_run_id
+from xdrl.run import _StopRequest
+
+
+def _save(tmp_path: Path) -> tuple[Path, torch.nn.Linear]:
+    net = torch.nn.Linear(3, 2)
+    ckpt = VerifiedCheckpoint(config={"seed": 0}, net=net, rng=GlobalRNGState())
+    return ckpt.save(tmp_path / "checkpoint-000000000001"), net
+
+
+def test_a_verified_checkpoint_restores_weights_and_every_rng(tmp_path: Path) -> None:
+    path, net = _save(tmp_path)
+    assert (path / CHECKSUMS_FILE).exists() and (path / "config.yaml").read_text() == "seed: 0\n"
+    expected = (torch.rand(3), np.random.rand(), random.random())
+    target = torch.nn.Linear(3, 2)
+    VerifiedCheckpoint(net=target, rng=GlobalRNGState()).load(path)
+    assert torch.equal(target.weight, net.weight)
+    assert torch.equal(torch.rand(3), expected[0])
+    assert (np.random.rand(), random.random()) == expected[1:]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete", "no_checksums"])
+def test_verify_names_the_damaged_file(tmp_path: Path, damage: str) -> None:
+    path, _ = _save(tmp_path)
+    tensor = next(path.rglob("*.memmap"))
+    if damage == "truncate":
+        os.truncate(tensor, 10)
+    elif damage == "delete":
+        tensor.unlink()
+    else:
+        (path / CHECKSUMS_FILE).unlink()
+    named = path / CHECKSUMS_FILE if damage == "no_checksums" else tensor
+    with pytest.raises(CorruptCheckpoint, match=str(named)):
+        verify(path)
+    with pytest.raises(CorruptCheckpoint):  # loading verifies too: nothing loads unchecked
+        VerifiedCheckpoint(net=torch.nn.Linear(3, 2), rng=GlobalRNGState()).load(path)
+
+
+def test_config_changes_lists_dotted_keys_and_ignores_the_run_dir() -> None:
+    saved = {"run_dir": "a", "total_frames": 512, "algorithm": {"build": {"cells": [64, 64]}}}
+    new = {"run_dir": "b", "total_frames": 1024, "algorithm": {"build": {"cells": [32]}}}
+    assert config_changes(saved, new) == {
+        "algorithm.build.cells": ([64, 64], [32]),
+        "total_frames": (512, 1024),
+    }
+
+
+def test_ctrl_c_stops_after_the_iteration_and_a_second_one_aborts() -> None:
+    stops: list[str | None] = []
+    run = SimpleNamespace(trainer=SimpleNamespace(request_stop=stops.append))
+    with _StopRequest(run) as stop:  # type: ignore[arg-type]
+        signal.raise_signal(signal.SIGINT)
+        assert stops == ["SIGINT"] and stop.interrupted
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(SystemExit) as exit_:
+        stop.forward()
+    assert exit_.value.code == 130
+
+
+def test_resume_never_sets_earlier_output_aside_and_gets_a_new_wandb_id(tmp_path: Path) -> None:
+    for name in ("checkpoints", "logs", "wandb"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "summary.json").write_text("{}")
+    (tmp_path / ".hydra").mkdir()
+    before = stable_run_id(str(tmp_path))
+    set_aside_previous_output(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "superseded"]
+    assert (tmp_path / "superseded" / "1" / "checkpoints").is_dir()
+    assert stable_run_id(str(tmp_path)) != before  # W&B would otherwise drop the new steps

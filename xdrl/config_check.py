@@ -534,7 +534,7 @@ def _optuna_sweep() -> bool:
 
 def _check_paths(cfg: DictConfig) -> None:
     resume = cfg.resume
-    if resume is not None:
+    if resume is not None and resume != "never":
         path = Path(str(resume)).expanduser()
         if not path.exists():
             raise ConfigError("resume", f"{path} does not exist; pass a checkpoint or run dir")

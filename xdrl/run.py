@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -105,6 +106,22 @@ class _StopRequest:
         raise SystemExit(128 + self._signum)
 
 
+_MEMMAP_WRITE = re.compile(
+    r"unable to write to file <(?P<path>[^>]*)>: (?P<what>.*) \((?P<errno>\d+)\)"
+)
+
+
+def _as_io_error(err: BaseException) -> OSError | None:
+    """``err`` as an OSError: itself, or torch's memmap ``RuntimeError("unable to write to file
+    <path>: No space left on device (28)")`` (tensordict writes checkpoint tensors that way)."""
+    if isinstance(err, OSError):
+        return err
+    match = _MEMMAP_WRITE.search(str(err))
+    if match is None:
+        return None
+    return OSError(int(match["errno"]), match["what"], match["path"])
+
+
 def _io_error_line(err: OSError, run_dir: str) -> str:
     """``No space left on device: <path>``: what went wrong, naming the path."""
     where = err.filename or f"a file under {run_dir}"
@@ -145,8 +162,11 @@ def _run(cfg: DictConfig) -> float | None:
     except KeyboardInterrupt:
         status, error = "interrupted", "aborted by a second Ctrl-C; no checkpoint at the stop"
         raise
-    except OSError as err:  # a full disk, a lost mount: one line for the user, the trace in the log
-        error = _io_error_line(err, cfg.run_dir)
+    except (OSError, RuntimeError) as err:  # a full disk, a lost mount: one line, trace in the log
+        io_error = _as_io_error(err)
+        if io_error is None:
+            raise
+        error = _io_error_line(io_error, cfg.run_dir)
         _trace_to_log_files(err)
         raise RunError(error) from err
     finally:

@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,8 +235,12 @@ class SweepSummary(Callback):
     folder. Hydra skips ``on_multirun_end`` when a job fails (the sweeper re-raises the job's
     error), so the table is then written at exit instead, with the failed jobs marked.
 
+    When some configuration ran with two seeds or more, the sweep also gets ``xdrl-report``'s
+    report in ``<sweep dir>/report/`` (needs ``xdrl[report]``; a failure only warns).
+
     Args:
         print_table: also print the table on stdout.
+        report: write the seed report (``xdrl-report``) as well.
 
     Example (``conf/config.yaml``)::
 
@@ -245,8 +250,9 @@ class SweepSummary(Callback):
               _target_: xdrl.sweep.SweepSummary
     """
 
-    def __init__(self, print_table: bool = True) -> None:
+    def __init__(self, print_table: bool = True, report: bool = True) -> None:
         self.print_table = print_table
+        self.report = report
         self._pending: dict[str, Any] | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -285,3 +291,36 @@ class SweepSummary(Callback):
         if self.print_table:
             print(f"\nSweep summary ({md.name}, {js.name}):\n{format_table(data)}", flush=True)
         log.info("Sweep summary written to %s", md)
+        if self.report:
+            sweep_report(data.sweep_dir, pending["objective"], print_table=self.print_table)
+
+
+def sweep_report(sweep_dir: str, metric: str | None, print_table: bool = True) -> Path | None:
+    """``xdrl-report <sweep dir>`` when some configuration ran with two seeds or more.
+
+    Returns the report folder, or None when there is nothing to compare or it failed (a failed
+    report only warns: the sweep's own result stands).
+    """
+    try:
+        from xdrl.report import MISSING_EXTRA, make_report, missing_extra
+        from xdrl.report.groups import group_runs
+        from xdrl.report.runs import find_runs
+
+        groups = group_runs(find_runs([sweep_dir]))
+        if not any(len({r.seed for r in g.runs}) >= 2 for g in groups):
+            return None
+        if missing_extra():
+            log.warning("sweep report skipped: %s", MISSING_EXTRA)
+            return None
+        metric = metric if metric and metric.startswith("eval/") else None
+        command = f"xdrl-report {shlex.quote(sweep_dir)}" + (
+            f" --metric {shlex.quote(metric)}" if metric else ""
+        )
+        report = make_report([sweep_dir], metric=metric, command=command)
+    except Exception:  # noqa: BLE001 - a report must never break the sweep
+        log.warning("sweep report: could not be written", exc_info=True)
+        return None
+    if print_table:
+        print(f"\nSweep report ({report.out_dir}):\n{report.table}", flush=True)
+    log.info("Sweep report written to %s", report.out_dir)
+    return report.out_dir

@@ -84,7 +84,8 @@ def group_runs(runs: list[RunRecord]) -> list[Group]:
     for run in runs:
         identity = config_identity(run)
         if identity not in by_config:
-            env = (run.config.get("env") or {}).get("id")
+            env_cfg = run.config.get("env")
+            env = env_cfg.get("id") if isinstance(env_cfg, dict) else None
             by_config[identity] = Group(name="", overrides={}, env=env)
         by_config[identity].runs.append(run)
     groups = list(by_config.values())

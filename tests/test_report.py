@@ -441,3 +441,36 @@ def test_history_has_no_duplicate_frames_after_a_resume(tmp_path: Path) -> None:
     assert read_summary(run_dir)["resumed_from"].endswith("checkpoint-000000000512")
     frames = [r["frames"] for r in read_evaluations(run_dir / EVALUATIONS_FILE)]
     assert frames == [0, 256, 512, 768, 1024]
+
+
+def test_wandb_sweep_report_logs_plots_and_table(tmp_path: Path, monkeypatch) -> None:
+    from omegaconf import OmegaConf
+
+    from xdrl.sweep import sweep_report, wandb_target
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    sweep_dir = sweep_of(tmp_path / "multirun" / "2026-11-23" / "05-00-00", {"ppo": [1.0, 2.0]})
+    config = OmegaConf.create(
+        {
+            "logging": {"logger": {"_target_": "xdrl.loggers.WandbLogger", "project": "p",
+                                   "entity": None, "group": None, "mode": None}},
+            "hydra": {"sweep": {"dir": str(sweep_dir)}},
+        }
+    )  # fmt: skip
+    target = wandb_target(config)
+    assert target == {"project": "p", "entity": None, "group": "2026-11-23/05-00-00", "mode": None}
+    assert wandb_target(OmegaConf.create({"logging": {"logger": None}})) is None
+    assert sweep_report(str(sweep_dir), None, print_table=False, wandb=target) == (
+        sweep_dir / "report"
+    )
+    (run_dir,) = (sweep_dir / "report" / "wandb").glob("offline-run-*")
+    media = run_dir / "files" / "media"
+    assert {p.name.split("_")[0] for p in (media / "images" / "report").glob("*.png")} == {
+        "curves",
+        "final",
+    }
+    (table,) = (media / "table" / "report").glob("groups_*.table.json")
+    data = json.loads(table.read_text())
+    assert data["columns"][:3] == ["group", "runs", "seeds"]
+    assert data["data"][0][:3] == ["algorithm=ppo", 2, "0,1"]

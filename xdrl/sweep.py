@@ -253,6 +253,7 @@ class SweepSummary(Callback):
     def __init__(self, print_table: bool = True, report: bool = True) -> None:
         self.print_table = print_table
         self.report = report
+        self._wandb: dict[str, Any] | None = None
         self._pending: dict[str, Any] | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -264,6 +265,7 @@ class SweepSummary(Callback):
                 "objective": OmegaConf.select(config, "objective", default=None),
                 "hide_keys": fixed_override_keys([str(o) for o in task]),  # type: ignore[union-attr]
             }
+            self._wandb = wandb_target(config)
         except Exception:  # noqa: BLE001 - a summary must never break the sweep
             log.warning("sweep summary: could not read the sweep config", exc_info=True)
             return
@@ -292,11 +294,23 @@ class SweepSummary(Callback):
             print(f"\nSweep summary ({md.name}, {js.name}):\n{format_table(data)}", flush=True)
         log.info("Sweep summary written to %s", md)
         if self.report:
-            sweep_report(data.sweep_dir, pending["objective"], print_table=self.print_table)
+            sweep_report(
+                data.sweep_dir,
+                pending["objective"],
+                print_table=self.print_table,
+                wandb=self._wandb,
+            )
 
 
-def sweep_report(sweep_dir: str, metric: str | None, print_table: bool = True) -> Path | None:
+def sweep_report(
+    sweep_dir: str,
+    metric: str | None,
+    print_table: bool = True,
+    wandb: dict[str, Any] | None = None,
+) -> Path | None:
     """``xdrl-report <sweep dir>`` when some configuration ran with two seeds or more.
+
+    ``wandb``: keyword arguments of :func:`log_report_to_wandb` (a ``logging=wandb`` sweep).
 
     Returns the report folder, or None when there is nothing to compare or it failed (a failed
     report only warns: the sweep's own result stands).
@@ -312,11 +326,16 @@ def sweep_report(sweep_dir: str, metric: str | None, print_table: bool = True) -
         if missing_extra():
             log.warning("sweep report skipped: %s", MISSING_EXTRA)
             return None
-        metric = metric if metric and metric.startswith("eval/") else None
+        from xdrl.report.analysis import DEFAULT_METRIC
+
+        if not (metric and metric.startswith("eval/")) or metric == DEFAULT_METRIC:
+            metric = None  # the sweep's objective when it is an evaluation key
         command = f"xdrl-report {shlex.quote(sweep_dir)}" + (
             f" --metric {shlex.quote(metric)}" if metric else ""
         )
         report = make_report([sweep_dir], metric=metric, command=command)
+        if wandb is not None:
+            log_report_to_wandb(report.out_dir, **wandb)
     except Exception:  # noqa: BLE001 - a report must never break the sweep
         log.warning("sweep report: could not be written", exc_info=True)
         return None
@@ -324,3 +343,64 @@ def sweep_report(sweep_dir: str, metric: str | None, print_table: bool = True) -
         print(f"\nSweep report ({report.out_dir}):\n{report.table}", flush=True)
     log.info("Sweep report written to %s", report.out_dir)
     return report.out_dir
+
+
+def sweep_group(sweep_dir: str) -> str:
+    """The W&B group of a sweep's jobs: the sweep folder's last two parts (as xdrl.build)."""
+    return "/".join(str(sweep_dir).rstrip("/").split("/")[-2:])
+
+
+def wandb_target(config: DictConfig) -> dict[str, Any] | None:
+    """Where a ``logging=wandb`` sweep's jobs log (project, entity, group, mode), else None."""
+    node = OmegaConf.select(config, "logging.logger", default=None)
+    if node is None or not str(node.get("_target_", "")).endswith("WandbLogger"):
+        return None
+    group = node.get("group") or sweep_group(str(config.hydra.sweep.dir))
+    return {
+        "project": node.get("project"),
+        "entity": node.get("entity"),
+        "group": group,
+        "mode": node.get("mode"),
+    }
+
+
+def log_report_to_wandb(
+    out_dir: Path, *, project: str | None, entity: str | None, group: str, mode: str | None
+) -> None:
+    """Log the report's plots and group table to the sweep's W&B group, as a ``report`` run.
+
+    The run's files go under ``out_dir``; ``mode`` None follows ``WANDB_MODE``, as the jobs did.
+    """
+    import wandb
+
+    report = json.loads((out_dir / "report.json").read_text())
+    columns: list[str | int] = ["group", "runs", "seeds", "iqm", "iqm_low", "iqm_high"]
+    columns += ["mean", "mean_low", "mean_high", "std", "median"]
+    rows: list[list[Any]] = []
+    for g in report["groups"]:
+        final = g["final"]
+        iqm_ci, mean_ci = final["iqm_ci"] or [None, None], final["mean_ci"] or [None, None]
+        rows.append(
+            [g["name"], g["runs"], ",".join(map(str, g["seeds"])), final["iqm"], *iqm_ci]
+            + [final["mean"], *mean_ci, final["std"], final["median"]]
+        )
+    run = wandb.init(
+        project=project,
+        entity=entity,
+        group=group,
+        job_type="report",
+        name=f"report {group}",
+        dir=str(out_dir),
+        mode=mode or os.environ.get("WANDB_MODE") or None,  # type: ignore[arg-type]
+        config={"metric": report["metric"]},
+    )
+    try:
+        run.log(
+            {
+                "report/curves": wandb.Image(str(out_dir / "curves.png")),
+                "report/final": wandb.Image(str(out_dir / "final.png")),
+                "report/groups": wandb.Table(columns=columns, data=rows),
+            }
+        )
+    finally:
+        run.finish()

@@ -12,9 +12,12 @@ the one line shown when they are absent.
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 MISSING_EXTRA = "needs scipy and matplotlib: pip install 'xdrl[report]'"
 REPORT_DIR = "report"
@@ -84,4 +87,8 @@ def _pareto_section(runs: list, out_dir: Path) -> str | None:
         from xdrl.pareto.report import pareto_report  # type: ignore[import-not-found]
     except ImportError:
         return None
-    return pareto_report(runs, out_dir)
+    try:
+        return pareto_report(runs, out_dir)
+    except Exception as err:  # noqa: BLE001 - the seed statistics stand without the front
+        log.warning("Pareto section failed", exc_info=True)
+        return f"## Pareto front\n\nNot drawn: {type(err).__name__}: {err}\n"

@@ -20,6 +20,7 @@ from scipy import stats
 
 CONFIDENCE = 0.95
 N_RESAMPLES = 10_000
+BATCH = 1_000  # resamples drawn at once: bounds memory for long curves of many runs
 METHOD = "percentile"
 SEED = 0  # the bootstrap's random stream: a report is reproducible
 
@@ -56,6 +57,7 @@ def stratified_interval(
         tuple(arrays),
         _pooled(statistic),
         n_resamples=N_RESAMPLES,
+        batch=BATCH,
         vectorized=True,
         axis=axis,
         confidence_level=CONFIDENCE,

@@ -413,6 +413,9 @@ def test_sweep_ends_with_the_report(tmp_path: Path) -> None:
     out = sweep_dir / "report"
     assert REPORT_FILES <= {p.name for p in out.iterdir()}
     assert "Sweep report" in result.stdout
+    assert "Made by `xdrl-train -m seed=0,1,2,3 algorithm.build.epochs=1,2" in (
+        (out / "report.md").read_text()
+    )
     report = json.loads((out / "report.json").read_text())
     _shape(report)
     names = {g["name"] for g in report["groups"]}

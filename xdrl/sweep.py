@@ -254,6 +254,7 @@ class SweepSummary(Callback):
         self.print_table = print_table
         self.report = report
         self._wandb: dict[str, Any] | None = None
+        self._command: str | None = None
         self._pending: dict[str, Any] | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -266,6 +267,10 @@ class SweepSummary(Callback):
                 "hide_keys": fixed_override_keys([str(o) for o in task]),  # type: ignore[union-attr]
             }
             self._wandb = wandb_target(config)
+            hydra_overrides = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
+            self._command = shlex.join(
+                ["xdrl-train", "-m", *map(str, task), *map(str, hydra_overrides)]  # type: ignore[arg-type]
+            )
         except Exception:  # noqa: BLE001 - a summary must never break the sweep
             log.warning("sweep summary: could not read the sweep config", exc_info=True)
             return
@@ -299,6 +304,7 @@ class SweepSummary(Callback):
                 pending["objective"],
                 print_table=self.print_table,
                 wandb=self._wandb,
+                command=self._command,
             )
 
 
@@ -307,10 +313,12 @@ def sweep_report(
     metric: str | None,
     print_table: bool = True,
     wandb: dict[str, Any] | None = None,
+    command: str | None = None,
 ) -> Path | None:
     """``xdrl-report <sweep dir>`` when some configuration ran with two seeds or more.
 
     ``wandb``: keyword arguments of :func:`log_report_to_wandb` (a ``logging=wandb`` sweep).
+    ``command``: the sweep's command line, shown in ``report.md`` with the one that remakes it.
 
     Returns the report folder, or None when there is nothing to compare or it failed (a failed
     report only warns: the sweep's own result stands).
@@ -330,10 +338,13 @@ def sweep_report(
 
         if not (metric and metric.startswith("eval/")) or metric == DEFAULT_METRIC:
             metric = None  # the sweep's objective when it is an evaluation key
-        command = f"xdrl-report {shlex.quote(sweep_dir)}" + (
+        again = f"xdrl-report {shlex.quote(sweep_dir)}" + (
             f" --metric {shlex.quote(metric)}" if metric else ""
         )
-        report = make_report([sweep_dir], metric=metric, command=command)
+        note = f"Written when the sweep ended; `{again}` writes it again."
+        report = make_report(
+            [sweep_dir], metric=metric, command=command or again, note=note if command else None
+        )
         if wandb is not None:
             log_report_to_wandb(report.out_dir, **wandb)
     except Exception:  # noqa: BLE001 - a report must never break the sweep

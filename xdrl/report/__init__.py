@@ -44,11 +44,13 @@ def make_report(
     metric: str | None = None,
     out_dir: str | Path | None = None,
     command: str = "xdrl-report",
+    note: str | None = None,
 ) -> Report:
     """Find the runs under ``paths``, analyze ``metric``, write the report into ``out_dir``.
 
-    ``out_dir`` defaults to ``<first path>/report``. Raises ``FileNotFoundError`` for a path
-    that does not exist and ``LookupError`` when no run is found.
+    ``out_dir`` defaults to ``<first path>/report``; ``command`` and ``note`` head
+    ``report.md``. Raises ``FileNotFoundError`` for a path that does not exist and
+    ``LookupError`` when no run is found.
     """
     from xdrl.report.analysis import DEFAULT_METRIC, analyze
     from xdrl.report.document import (
@@ -75,7 +77,7 @@ def make_report(
         plot_final(groups, metric, out / FINAL_PNG),
     ]
     extra = _pareto_section(runs, out)
-    md_path, json_path = write_text_files(out, analysis, markdown(analysis, command, extra))
+    md_path, json_path = write_text_files(out, analysis, markdown(analysis, command, extra, note))
     return Report(
         out_dir=out, table=group_table(analysis), files=[md_path, json_path, *pngs], runs=len(runs)
     )

@@ -105,15 +105,17 @@ def runs_table(analysis: Analysis) -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown(analysis: Analysis, command: str, extra: str | None = None) -> str:
+def markdown(
+    analysis: Analysis, command: str, extra: str | None = None, note: str | None = None
+) -> str:
     """``report.md``: the command, the tables, the plots, how the numbers were made."""
     pct = int(CONFIDENCE * 100)
     one_run = [g.group.name for g in analysis.groups if len(g.used) == 1]
     parts = [
         "# Report\n",
-        f"Made by `{command}`.\n",
+        f"Made by `{command}`." + (f" {note}" if note else "") + "\n",
         f"Metric: `{analysis.metric}` at each run's last evaluation. Groups are configurations "
-        "that differ only in the seed, best final IQM first.\n",
+        "that differ only in the seed, highest final IQM first.\n",
         group_table(analysis),
         f"IQM: interquartile mean (`scipy.stats.trim_mean(x, 0.25)`). Intervals: {pct}% "
         f"stratified {METHOD} bootstrap over runs ({N_RESAMPLES:,} resamples, "

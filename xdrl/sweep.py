@@ -267,9 +267,13 @@ class SweepSummary(Callback):
                 "hide_keys": fixed_override_keys([str(o) for o in task]),  # type: ignore[union-attr]
             }
             self._wandb = wandb_target(config)
-            hydra_overrides = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
+            hydra_overrides = [
+                str(o)
+                for o in OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
+                if not str(o).startswith("hydra.mode=")  # Hydra's own record of -m
+            ]
             self._command = shlex.join(
-                ["xdrl-train", "-m", *map(str, task), *map(str, hydra_overrides)]  # type: ignore[arg-type]
+                ["xdrl-train", "-m", *map(str, task), *hydra_overrides]  # type: ignore[arg-type]
             )
         except Exception:  # noqa: BLE001 - a summary must never break the sweep
             log.warning("sweep summary: could not read the sweep config", exc_info=True)

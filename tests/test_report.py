@@ -477,3 +477,13 @@ def test_wandb_sweep_report_logs_plots_and_table(tmp_path: Path, monkeypatch) ->
     data = json.loads(table.read_text())
     assert data["columns"][:3] == ["group", "runs", "seeds"]
     assert data["data"][0][:3] == ["algorithm=ppo", 2, "0,1"]
+
+
+def test_group_names_defaults_and_config_differences(tmp_path: Path) -> None:
+    fake_run(tmp_path, "a", seed=0, overrides=[], history=[(0, 1.0)])
+    fake_run(tmp_path, "b", seed=0, overrides=["algorithm=a2c"], history=[(0, 2.0)])
+    assert {g["name"] for g in _report(tmp_path)["groups"]} == {"defaults", "algorithm=a2c"}
+    other = tmp_path / "other"
+    fake_run(other, "c", seed=0, overrides=[], history=[(0, 1.0)], config={"gamma": 0.9})
+    fake_run(other, "d", seed=0, overrides=[], history=[(0, 1.0)], config={"gamma": 0.99})
+    assert {g["name"] for g in _report(other)["groups"]} == {"gamma=0.9", "gamma=0.99"}

@@ -1,8 +1,9 @@
 """Group runs whose configs differ only in the seed (and in paths that are per run).
 
 A group's name is the overrides that set it apart from the other groups (``algorithm=a2c``);
-overrides every group shares are left out. When overrides do not tell two groups apart (runs
-started with different defaults), the config keys whose values differ name them instead.
+overrides every group shares are left out, and a group with none of its own is ``defaults``.
+When overrides do not tell two groups apart (runs of other code, with other defaults), the
+config keys whose values differ name them instead.
 """
 
 from __future__ import annotations
@@ -96,8 +97,9 @@ def group_runs(runs: list[RunRecord]) -> list[Group]:
         group.overrides = {override_key(o): o.split("=", 1)[1] if "=" in o else "" for o in own}
         group.name = " ".join(own)
     names = [g.name for g in groups]
-    if len(groups) > 1 and (len(set(names)) < len(names) or "" in names):
+    if len(set(names)) < len(names):  # same overrides, other configs (e.g. other code defaults)
         _config_diff_names(groups)
-    elif len(groups) == 1 and not groups[0].name:
-        groups[0].name = "all runs"
+    for group in groups:
+        if not group.name:  # no override of its own: the defaults (or every run, when alone)
+            group.name = "all runs" if len(groups) == 1 else "defaults"
     return groups

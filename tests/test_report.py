@@ -43,6 +43,7 @@ def fake_run(
     env: str = "CartPole-v1",
     extra: dict[str, float] | None = None,
     config: dict[str, Any] | None = None,
+    resumed_from: str | None = None,
 ) -> Path:
     """A run folder as xdrl-train leaves it; the config follows the overrides."""
     run_dir = root / name
@@ -69,6 +70,8 @@ def fake_run(
     if status is not None:
         summary = {"status": status, "total_frames": history[-1][0], "seed": seed}
         summary["eval"] = dict(records[-1]) if records else {}
+        if resumed_from:
+            summary["resumed_from"] = resumed_from
         (run_dir / "summary.json").write_text(json.dumps(summary))
     return run_dir
 
@@ -175,7 +178,7 @@ def test_failed_stopped_and_incomplete_runs_are_listed_not_averaged(tmp_path: Pa
     fake_run(tmp_path, "4_killed", seed=4, overrides=[], history=[(0, 900.0)], status=None)
     # A run resumed from another folder is the same configuration.
     fake_run(tmp_path, "5_resumed", seed=5, overrides=["resume=/elsewhere"], history=history,
-             config={"resume": "/elsewhere"})  # fmt: skip
+             config={"resume": "/elsewhere"}, resumed_from="/elsewhere/checkpoints/c")  # fmt: skip
     report = _report(tmp_path)
     (group,) = report["groups"]
     assert group["runs"] == 3 and group["seeds"] == [0, 1, 5]
@@ -188,6 +191,8 @@ def test_failed_stopped_and_incomplete_runs_are_listed_not_averaged(tmp_path: Pa
     ):
         row = next(line for line in md.splitlines() if f"`{name}`" in line)
         assert f"{status}: not averaged" in row
+    row = next(line for line in md.splitlines() if "`5_resumed`" in line)
+    assert "completed (resumed)" in row and row.endswith("| yes |")
 
 
 def test_a_group_of_one_run_has_no_interval(tmp_path: Path) -> None:

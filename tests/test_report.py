@@ -454,7 +454,7 @@ def test_history_has_no_duplicate_frames_after_a_resume(tmp_path: Path) -> None:
 def test_wandb_sweep_report_logs_plots_and_table(tmp_path: Path, monkeypatch) -> None:
     from omegaconf import OmegaConf
 
-    from xdrl.sweep import sweep_report, wandb_target
+    from xdrl.report.sweep import sweep_report, wandb_target
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -492,3 +492,9 @@ def test_group_names_defaults_and_config_differences(tmp_path: Path) -> None:
     fake_run(other, "c", seed=0, overrides=[], history=[(0, 1.0)], config={"gamma": 0.9})
     fake_run(other, "d", seed=0, overrides=[], history=[(0, 1.0)], config={"gamma": 0.99})
     assert {g["name"] for g in _report(other)["groups"]} == {"gamma=0.9", "gamma=0.99"}
+
+
+def test_runs_that_all_agree_give_a_point_interval(tmp_path: Path) -> None:
+    report = _report(sweep_of(tmp_path, {"ppo": [500.0] * 5}))  # BCa would give NaN here
+    final = report["groups"][0]["final"]
+    assert final["iqm_ci"] == final["mean_ci"] == [500.0, 500.0] and final["std"] == 0.0

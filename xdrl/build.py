@@ -23,6 +23,7 @@ from xdrl.collector import VectorCollector, fits
 from xdrl.config_check import check_config
 from xdrl.envs import reward_weights_of
 from xdrl.errors import ConfigError
+from xdrl.evaluation_history import EvaluationHistory
 from xdrl.loggers import log_config, stable_run_id
 from xdrl.speedups import cache_missing_pandas
 from xdrl.trainer_hooks.logging import (
@@ -298,6 +299,8 @@ def build_trainer(cfg: DictConfig) -> Run:
         eval_hook_set=eval_set,
     )
     hook_set.register(trainer)
+    if eval_set is not None:  # <run_dir>/evaluations.jsonl, whatever the logger
+        EvaluationHistory(cfg.run_dir, eval_set).register(trainer)
     for stage, hook in parts.hooks:
         if stage is None:
             hook.register(trainer)

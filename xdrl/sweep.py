@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,8 +235,12 @@ class SweepSummary(Callback):
     folder. Hydra skips ``on_multirun_end`` when a job fails (the sweeper re-raises the job's
     error), so the table is then written at exit instead, with the failed jobs marked.
 
+    When some configuration ran with two seeds or more, the sweep also gets ``xdrl-report``'s
+    report in ``<sweep dir>/report/`` (needs ``xdrl[report]``; a failure only warns).
+
     Args:
         print_table: also print the table on stdout.
+        report: write the seed report (``xdrl-report``) as well.
 
     Example (``conf/config.yaml``)::
 
@@ -245,8 +250,11 @@ class SweepSummary(Callback):
               _target_: xdrl.sweep.SweepSummary
     """
 
-    def __init__(self, print_table: bool = True) -> None:
+    def __init__(self, print_table: bool = True, report: bool = True) -> None:
         self.print_table = print_table
+        self.report = report
+        self._wandb: dict[str, Any] | None = None
+        self._command: str | None = None
         self._pending: dict[str, Any] | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -258,6 +266,17 @@ class SweepSummary(Callback):
                 "objective": OmegaConf.select(config, "objective", default=None),
                 "hide_keys": fixed_override_keys([str(o) for o in task]),  # type: ignore[union-attr]
             }
+            from xdrl.report.sweep import wandb_target
+
+            self._wandb = wandb_target(config)
+            hydra_overrides = [
+                str(o)
+                for o in OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
+                if not str(o).startswith("hydra.mode=")  # Hydra's own record of -m
+            ]
+            self._command = shlex.join(
+                ["xdrl-train", "-m", *map(str, task), *hydra_overrides]  # type: ignore[arg-type]
+            )
         except Exception:  # noqa: BLE001 - a summary must never break the sweep
             log.warning("sweep summary: could not read the sweep config", exc_info=True)
             return
@@ -285,3 +304,13 @@ class SweepSummary(Callback):
         if self.print_table:
             print(f"\nSweep summary ({md.name}, {js.name}):\n{format_table(data)}", flush=True)
         log.info("Sweep summary written to %s", md)
+        if self.report:
+            from xdrl.report.sweep import sweep_report
+
+            sweep_report(
+                data.sweep_dir,
+                pending["objective"],
+                print_table=self.print_table,
+                wandb=self._wandb,
+                command=self._command,
+            )

@@ -1,0 +1,500 @@
+"""xdrl-report and the evaluation history it reads: statistics checked against independent code
+on synthetic run folders, the files it writes, and end-to-end runs of xdrl-train."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+
+from tests.conftest import read_summary, run_cli
+from xdrl.evaluation_history import EVALUATIONS_FILE, EvaluationHistory, read_evaluations
+from xdrl.report import make_report
+from xdrl.report.cli import main as report_main
+from xdrl.report.runs import find_runs
+
+METRIC = "eval/deterministic/reward/episode_reward_mean"
+REPORT_FILES = {"report.md", "report.json", "curves.png", "final.png"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic runs
+# ---------------------------------------------------------------------------------------------
+
+
+def fake_run(
+    root: Path,
+    name: str,
+    *,
+    seed: int,
+    overrides: list[str],
+    history: list[tuple[int, float]],
+    status: str | None = "completed",
+    env: str = "CartPole-v1",
+    extra: dict[str, float] | None = None,
+    config: dict[str, Any] | None = None,
+    resumed_from: str | None = None,
+) -> Path:
+    """A run folder as xdrl-train leaves it; the config follows the overrides."""
+    run_dir = root / name
+    (run_dir / ".hydra").mkdir(parents=True)
+    cfg: dict[str, Any] = {
+        "seed": seed,
+        "run_dir": str(run_dir),
+        "exp_name": name,
+        "resume": None,
+        "env": {"id": env},
+        "total_frames": 1000,
+    }
+    for override in overrides:
+        key, value = override.split("=", 1)
+        if key not in ("seed", "env.id"):
+            cfg[key] = value
+    cfg.update(config or {})
+    (run_dir / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={seed}", *overrides]))
+    records = [{"frames": f, "time": 0.0, "wall_time_s": 0.0, METRIC: v} for f, v in history]
+    if records and extra:
+        records[-1].update(extra)
+    (run_dir / EVALUATIONS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
+    if status is not None:
+        summary = {"status": status, "total_frames": history[-1][0], "seed": seed}
+        summary["eval"] = dict(records[-1]) if records else {}
+        if resumed_from:
+            summary["resumed_from"] = resumed_from
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+    return run_dir
+
+
+def sweep_of(root: Path, finals: dict[str, list[float]]) -> Path:
+    """One run per value, a configuration per key (``algorithm=<key>``), seeds 0, 1, ..."""
+    num = 0
+    for algo, values in finals.items():
+        for seed, value in enumerate(values):
+            history = [(0, 10.0), (500, (10.0 + value) / 2), (1000, value)]
+            fake_run(root, f"{num}_{algo}_{seed}", seed=seed, overrides=[f"algorithm={algo}"],
+                     history=history)  # fmt: skip
+            num += 1
+    return root
+
+
+def _report(root: Path, *args: str) -> dict[str, Any]:
+    assert report_main([str(root), *args]) == 0
+    return json.loads((root / "report" / "report.json").read_text())
+
+
+def _by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {g["name"]: g for g in report["groups"]}
+
+
+def _contains(ci: list[float], value: float) -> bool:
+    return ci[0] - 1e-9 <= value <= ci[1] + 1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics
+# ---------------------------------------------------------------------------------------------
+
+WIDE = [12.0, 80.0, 35.0, 100.0, 47.0, 3.0, 66.0, 90.0]
+NARROW = [50.0, 51.0, 49.0, 52.0, 48.0, 50.5, 49.5, 50.0]
+
+
+def test_final_statistics_match_independent_code(tmp_path: Path, capsys) -> None:
+    report = _report(sweep_of(tmp_path, {"ppo": WIDE, "a2c": NARROW}))
+    assert report["metric"] == METRIC
+    for name, values in (("algorithm=ppo", WIDE), ("algorithm=a2c", NARROW)):
+        final = _by_name(report)[name]["final"]
+        assert final["iqm"] == pytest.approx(stats.trim_mean(values, 0.25))
+        assert final["mean"] == pytest.approx(statistics.mean(values))
+        assert final["median"] == pytest.approx(statistics.median(values))
+        assert final["std"] == pytest.approx(statistics.stdev(values))
+        assert _contains(final["iqm_ci"], final["iqm"])
+        assert _contains(final["mean_ci"], final["mean"])
+        assert _by_name(report)[name]["runs"] == 8
+        assert _by_name(report)[name]["seeds"] == list(range(8))
+    # IQM by hand: sorted NARROW is 48 49 49.5 50 | 50 50.5 51 52 -> middle half 49.5 50 50 50.5
+    assert _by_name(report)["algorithm=a2c"]["final"]["iqm"] == pytest.approx(50.0)
+    width = {
+        n: g["final"]["iqm_ci"][1] - g["final"]["iqm_ci"][0] for n, g in _by_name(report).items()
+    }
+    assert width["algorithm=a2c"] < width["algorithm=ppo"] / 5  # runs that agree: a narrow interval
+    assert "algorithm=a2c" in capsys.readouterr().out  # the table on stdout
+
+
+def test_groups_best_first_and_probability_of_improvement(tmp_path: Path) -> None:
+    good, bad = [90.0, 95.0, 70.0, 99.0], [60.0, 75.0, 50.0, 65.0]
+    report = _report(sweep_of(tmp_path, {"a2c": bad, "ppo": good}))
+    assert [g["name"] for g in report["groups"]] == ["algorithm=ppo", "algorithm=a2c"]
+    assert [g["overrides"] for g in report["groups"]] == [
+        {"algorithm": "ppo"},
+        {"algorithm": "a2c"},
+    ]
+    (poi,) = report["probability_of_improvement"]
+    assert (poi["x"], poi["y"]) == ("algorithm=ppo", "algorithm=a2c")
+    expected = statistics.mean((x > y) + 0.5 * (x == y) for x in good for y in bad)
+    assert poi["p"] == pytest.approx(expected) == pytest.approx(15 / 16)
+    assert _contains(poi["ci"], poi["p"]) and 0 <= poi["ci"][0] <= poi["ci"][1] <= 1
+
+
+def test_no_improvement_across_environments(tmp_path: Path) -> None:
+    fake_run(tmp_path, "a0", seed=0, overrides=["env.id=A-v0"], history=[(0, 1.0)], env="A-v0")
+    fake_run(tmp_path, "a1", seed=1, overrides=["env.id=A-v0"], history=[(0, 2.0)], env="A-v0")
+    fake_run(tmp_path, "b0", seed=0, overrides=["env.id=B-v0"], history=[(0, 1.0)], env="B-v0")
+    report = _report(tmp_path)
+    assert {g["name"] for g in report["groups"]} == {"env.id=A-v0", "env.id=B-v0"}
+    assert report["probability_of_improvement"] == []
+
+
+def test_curves_align_runs_evaluated_at_different_frames(tmp_path: Path) -> None:
+    fake_run(tmp_path, "r0", seed=0, overrides=[], history=[(0, 0.0), (100, 10.0), (200, 20.0)])
+    fake_run(tmp_path, "r1", seed=1, overrides=[], history=[(0, 4.0), (50, 8.0), (200, 8.0)])
+    fake_run(tmp_path, "r2", seed=2, overrides=[], history=[(0, 2.0), (100, 6.0), (300, 6.0)])
+    (group,) = _report(tmp_path)["groups"]
+    curve = group["curve"]
+    # The union of evaluation frames inside the span all three runs cover (0..200).
+    assert [p["frames"] for p in curve] == [0, 50, 100, 200]
+    runs_at = {0: [0, 4, 2], 50: [5, 8, 4], 100: [10, 8, 6], 200: [20, 8, 6]}  # interpolated
+    for point in curve:
+        assert point["iqm"] == pytest.approx(stats.trim_mean(runs_at[point["frames"]], 0.25))
+        assert _contains(point["ci"], point["iqm"])
+
+
+def test_failed_stopped_and_incomplete_runs_are_listed_not_averaged(tmp_path: Path) -> None:
+    history = [(0, 1.0), (1000, 30.0)]
+    fake_run(tmp_path, "0_ok", seed=0, overrides=[], history=history)
+    fake_run(tmp_path, "1_ok", seed=1, overrides=[], history=[(0, 1.0), (1000, 40.0)])
+    fake_run(tmp_path, "2_failed", seed=2, overrides=[], history=[(0, 1.0)], status="failed")
+    fake_run(tmp_path, "3_stopped", seed=3, overrides=[], history=[(0, 900.0)], status="stopped")
+    fake_run(tmp_path, "4_killed", seed=4, overrides=[], history=[(0, 900.0)], status=None)
+    # A run resumed from another folder is the same configuration.
+    fake_run(tmp_path, "5_resumed", seed=5, overrides=["resume=/elsewhere"], history=history,
+             config={"resume": "/elsewhere"}, resumed_from="/elsewhere/checkpoints/c")  # fmt: skip
+    report = _report(tmp_path)
+    (group,) = report["groups"]
+    assert group["runs"] == 3 and group["seeds"] == [0, 1, 5]
+    assert group["final"]["mean"] == pytest.approx(statistics.mean([30.0, 40.0, 30.0]))
+    md = (tmp_path / "report" / "report.md").read_text()
+    for name, status in (
+        ("2_failed", "failed"),
+        ("3_stopped", "stopped"),
+        ("4_killed", "incomplete"),
+    ):
+        row = next(line for line in md.splitlines() if f"`{name}`" in line)
+        assert f"{status}: not averaged" in row
+    row = next(line for line in md.splitlines() if "`5_resumed`" in line)
+    assert "completed (resumed)" in row and row.endswith("| yes |")
+
+
+def test_a_group_of_one_run_has_no_interval(tmp_path: Path) -> None:
+    fake_run(tmp_path, "only", seed=0, overrides=["algorithm=ppo"], history=[(0, 1.0), (10, 5.0)])
+    report = _report(tmp_path)
+    (group,) = report["groups"]
+    assert group["final"]["iqm_ci"] is None and group["final"]["mean_ci"] is None
+    assert group["final"]["std"] is None and group["final"]["iqm"] == 5.0
+    assert all(point["ci"] is None for point in group["curve"])
+    assert "One run only (no interval)" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_per_objective_returns_appear_in_the_table(tmp_path: Path) -> None:
+    key = "eval/deterministic/reward/objective_{}/episode_reward_mean"
+    for seed in range(2):  # objective_i ends at i + seed
+        extra = {key.format(i): float(i + seed) for i in range(2)}
+        fake_run(tmp_path, f"r{seed}", seed=seed, overrides=[], history=[(0, 1.0)], extra=extra)
+    _report(tmp_path)
+    lines = (tmp_path / "report" / "report.md").read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| group"))
+    assert "objective_0 IQM (mean)" in header and "objective_1 IQM (mean)" in header
+    row = next(line for line in lines if line.startswith("| `all runs`"))
+    assert row.endswith("| 0.5 (0.5) | 1.5 (1.5) |")
+
+
+# ---------------------------------------------------------------------------------------------
+# Files and the command
+# ---------------------------------------------------------------------------------------------
+
+
+def _shape(report: dict[str, Any]) -> None:
+    assert set(report) == {"metric", "groups", "probability_of_improvement"}
+    for group in report["groups"]:
+        assert set(group) == {"name", "overrides", "runs", "seeds", "final", "curve"}
+        assert isinstance(group["name"], str) and isinstance(group["runs"], int)
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in group["overrides"].items())
+        assert all(isinstance(s, int) for s in group["seeds"])
+        final = group["final"]
+        assert set(final) == {"mean", "std", "median", "iqm", "iqm_ci", "mean_ci"}
+        assert all(isinstance(final[k], float) for k in ("mean", "median", "iqm"))
+        for ci in (final["iqm_ci"], final["mean_ci"]):
+            assert ci is None or (len(ci) == 2 and all(isinstance(v, float) for v in ci))
+        for point in group["curve"]:
+            assert set(point) == {"frames", "iqm", "ci"} and isinstance(point["frames"], int)
+    for row in report["probability_of_improvement"]:
+        assert set(row) == {"x", "y", "p", "ci"}
+
+
+def _assert_pngs(out_dir: Path) -> None:
+    for name in ("curves.png", "final.png"):
+        image = iio.imread(out_dir / name)
+        assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+        assert float(np.asarray(image, dtype=float).std()) > 0, f"{name} is blank"
+
+
+def test_report_files_shape_and_plots(tmp_path: Path) -> None:
+    report = _report(sweep_of(tmp_path, {"ppo": WIDE[:5], "a2c": NARROW[:5]}))
+    _shape(report)
+    out = tmp_path / "report"
+    assert REPORT_FILES <= {p.name for p in out.iterdir()}
+    _assert_pngs(out)
+    md = (out / "report.md").read_text()
+    assert f"xdrl-report {tmp_path}" in md and "![learning curves](curves.png)" in md
+
+
+def test_out_dir_metric_and_errors(tmp_path: Path, monkeypatch, capsys) -> None:
+    root = sweep_of(tmp_path / "sweep", {"ppo": [1.0, 2.0]})
+    out = tmp_path / "elsewhere"
+    key = "eval/deterministic/episode_len_mean"
+    assert report_main([str(root), "--out", str(out), "--metric", key]) == 0
+    assert json.loads((out / "report.json").read_text())["metric"] == key
+    assert report_main([str(tmp_path / "missing")]) == 2
+    (tmp_path / "empty").mkdir()
+    assert report_main([str(tmp_path / "empty")]) == 1
+    monkeypatch.setattr("xdrl.report.cli.missing_extra", lambda: ["scipy"])
+    capsys.readouterr()
+    assert report_main([str(root)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "xdrl-report: needs scipy and matplotlib: pip install 'xdrl[report]'"
+    )
+
+
+def test_pareto_hook_section_is_appended(tmp_path: Path, monkeypatch) -> None:
+    seen = []
+    module = types.ModuleType("xdrl.pareto.report")
+
+    def pareto_report(runs, out_dir):
+        seen.append(([r.dir.name for r in runs], out_dir))
+        return "## Pareto front\n\nfront here\n"
+
+    module.pareto_report = pareto_report  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "xdrl.pareto", types.ModuleType("xdrl.pareto"))
+    monkeypatch.setitem(sys.modules, "xdrl.pareto.report", module)
+    root = sweep_of(tmp_path, {"ppo": [1.0, 2.0]})
+    make_report([root])
+    assert seen == [(["0_ppo_0", "1_ppo_1"], root / "report")]
+    assert "## Pareto front" in (root / "report" / "report.md").read_text()
+
+
+def test_find_runs_reads_every_field(tmp_path: Path) -> None:
+    fake_run(tmp_path / "multirun" / "s1", "0_x", seed=3, overrides=["a=1"], history=[(0, 1.0)])
+    fake_run(tmp_path / "outputs", "single", seed=4, overrides=[], history=[(0, 2.0), (8, 3.0)])
+    (tmp_path / "multirun" / "s1" / "report").mkdir()  # a report folder is no run
+    runs = find_runs([tmp_path, tmp_path / "outputs"])  # a folder named twice counts once
+    assert [r.dir.name for r in runs] == ["0_x", "single"]
+    assert runs[0].overrides == ["seed=3", "a=1"] and runs[0].config["seed"] == 3
+    assert runs[1].summary is not None and runs[1].status == "completed"
+    assert [e["frames"] for e in runs[1].evaluations] == [0, 8]
+
+
+def test_report_imports_no_torch(tmp_path: Path) -> None:
+    root = sweep_of(tmp_path, {"ppo": [1.0, 2.0]})
+    code = (
+        "import sys; from xdrl.report.cli import main; import xdrl.sweep; "
+        f"assert main([{str(root)!r}]) == 0; "
+        "print(sorted(m for m in ('torch', 'torchrl', 'wandb') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+# ---------------------------------------------------------------------------------------------
+# The evaluation history
+# ---------------------------------------------------------------------------------------------
+
+
+class _Hook:
+    def __init__(self) -> None:
+        self.num_evaluations = 0
+
+
+class _Evaluation:
+    """Stands in for LoggingEvaluationHookSet: hooks with a count, the latest metrics."""
+
+    def __init__(self) -> None:
+        self.hooks = [_Hook()]
+        self.last_metrics: dict[str, float] = {}
+
+    def evaluate(self, value: float) -> None:
+        self.hooks[0].num_evaluations += 1
+        self.last_metrics = {METRIC: value}
+
+
+class _Trainer:
+    def __init__(self, frames: int) -> None:
+        self.collected_frames = frames
+        self.ops: list[tuple[str, Any]] = []
+
+    def register_op(self, stage: str, op: Any) -> None:
+        self.ops.append((stage, op))
+
+
+def test_history_records_each_evaluation_once(tmp_path: Path) -> None:
+    evaluation, trainer = _Evaluation(), _Trainer(0)
+    history = EvaluationHistory(tmp_path, evaluation)  # type: ignore[arg-type]
+    history.register(trainer)  # type: ignore[arg-type]
+    assert [stage for stage, _ in trainer.ops] == ["setup", "post_steps_log"]
+    evaluation.evaluate(1.0)  # before training (run_pre_eval)
+    history.setup()
+    for frames in (256, 512, 768):
+        trainer.collected_frames = frames
+        if frames != 512:  # no evaluation due at 512
+            evaluation.evaluate(frames / 100)
+        history(None)
+    records = read_evaluations(tmp_path / EVALUATIONS_FILE)
+    assert [(r["frames"], r[METRIC]) for r in records] == [(0, 1.0), (256, 2.56), (768, 7.68)]
+    assert all({"time", "wall_time_s"} <= set(r) for r in records)
+
+
+def test_history_resumed_keeps_records_up_to_the_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / EVALUATIONS_FILE
+    # A killed run: evaluated at 0, 256, 512 and 768, its last checkpoint at 512.
+    path.write_text(
+        "".join(json.dumps({"frames": f, METRIC: f / 10}) + "\n" for f in (0, 256, 512, 768))
+    )
+    evaluation, trainer = _Evaluation(), _Trainer(512)
+    evaluation.hooks[0].num_evaluations = 3  # restored from the checkpoint
+    history = EvaluationHistory(tmp_path, evaluation)  # type: ignore[arg-type]
+    history.register(trainer)  # type: ignore[arg-type]
+    history.setup()
+    assert [r["frames"] for r in read_evaluations(path)] == [0, 256, 512]
+    trainer.collected_frames = 768
+    evaluation.evaluate(99.0)
+    history(None)
+    records = read_evaluations(path)
+    assert [r["frames"] for r in records] == [0, 256, 512, 768] and records[-1][METRIC] == 99.0
+
+
+def test_history_of_a_fresh_run_replaces_an_old_file(tmp_path: Path) -> None:
+    (tmp_path / EVALUATIONS_FILE).write_text(json.dumps({"frames": 0, METRIC: -1.0}) + "\n")
+    evaluation, trainer = _Evaluation(), _Trainer(0)
+    history = EvaluationHistory(tmp_path, evaluation)  # type: ignore[arg-type]
+    history.register(trainer)  # type: ignore[arg-type]
+    history.setup()  # no evaluation before training
+    assert read_evaluations(tmp_path / EVALUATIONS_FILE) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# xdrl-train, end to end
+# ---------------------------------------------------------------------------------------------
+
+TINY = [
+    "total_frames=512",
+    "frames_per_batch=256",
+    "env.num_envs=4",
+    "eval.interval_frames=256",
+    "eval.episodes=2",
+    "eval.max_steps=50",
+    "logging=none",
+]
+
+
+def test_sweep_ends_with_the_report(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    args = ["-m", "seed=0,1,2,3", "algorithm.build.epochs=1,2", *TINY, "checkpoint=none"]
+    result = run_cli([*args, f"hydra.sweep.dir={sweep_dir}"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = sorted(p.parent for p in sweep_dir.glob("*/.hydra"))
+    assert len(jobs) == 8
+    for job in jobs:
+        frames = [r["frames"] for r in read_evaluations(job / EVALUATIONS_FILE)]
+        assert frames == [0, 256, 512]  # logging=none: the history is written anyway
+    out = sweep_dir / "report"
+    assert REPORT_FILES <= {p.name for p in out.iterdir()}
+    assert "Sweep report" in result.stdout
+    assert "Made by `xdrl-train -m seed=0,1,2,3 algorithm.build.epochs=1,2" in (
+        (out / "report.md").read_text()
+    )
+    report = json.loads((out / "report.json").read_text())
+    _shape(report)
+    names = {g["name"] for g in report["groups"]}
+    assert names == {"algorithm.build.epochs=1", "algorithm.build.epochs=2"}
+    assert all(g["runs"] == 4 and g["seeds"] == [0, 1, 2, 3] for g in report["groups"])
+    assert [p["frames"] for p in report["groups"][0]["curve"]] == [0, 256, 512]
+    assert len(report["probability_of_improvement"]) == 1
+    _assert_pngs(out)
+    # The command-line tool reads the same folder to the same numbers.
+    again = subprocess.run(
+        [str(Path(sys.executable).with_name("xdrl-report")), str(sweep_dir), "--out",
+         str(tmp_path / "again")], capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "algorithm.build.epochs=1" in again.stdout
+    assert (
+        json.loads((tmp_path / "again" / "report.json").read_text())["groups"] == (report["groups"])
+    )
+
+
+def test_history_has_no_duplicate_frames_after_a_resume(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    common = [*TINY[1:], "algorithm.build.epochs=1", "checkpoint.interval_frames=256"]
+    for total in (512, 1024):
+        result = run_cli([f"total_frames={total}", *common, f"hydra.run.dir={run_dir}"], tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert read_summary(run_dir)["resumed_from"].endswith("checkpoint-000000000512")
+    frames = [r["frames"] for r in read_evaluations(run_dir / EVALUATIONS_FILE)]
+    assert frames == [0, 256, 512, 768, 1024]
+
+
+def test_wandb_sweep_report_logs_plots_and_table(tmp_path: Path, monkeypatch) -> None:
+    from omegaconf import OmegaConf
+
+    from xdrl.report.sweep import sweep_report, wandb_target
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    sweep_dir = sweep_of(tmp_path / "multirun" / "2026-11-23" / "05-00-00", {"ppo": [1.0, 2.0]})
+    config = OmegaConf.create(
+        {
+            "logging": {"logger": {"_target_": "xdrl.loggers.WandbLogger", "project": "p",
+                                   "entity": None, "group": None, "mode": None}},
+            "hydra": {"sweep": {"dir": str(sweep_dir)}},
+        }
+    )  # fmt: skip
+    target = wandb_target(config)
+    assert target == {"project": "p", "entity": None, "group": "2026-11-23/05-00-00", "mode": None}
+    assert wandb_target(OmegaConf.create({"logging": {"logger": None}})) is None
+    assert sweep_report(str(sweep_dir), None, print_table=False, wandb=target) == (
+        sweep_dir / "report"
+    )
+    (run_dir,) = (sweep_dir / "report" / "wandb").glob("offline-run-*")
+    media = run_dir / "files" / "media"
+    assert {p.name.split("_")[0] for p in (media / "images" / "report").glob("*.png")} == {
+        "curves",
+        "final",
+    }
+    (table,) = (media / "table" / "report").glob("groups_*.table.json")
+    data = json.loads(table.read_text())
+    assert data["columns"][:3] == ["group", "runs", "seeds"]
+    assert data["data"][0][:3] == ["algorithm=ppo", 2, "0,1"]
+
+
+def test_group_names_defaults_and_config_differences(tmp_path: Path) -> None:
+    fake_run(tmp_path, "a", seed=0, overrides=[], history=[(0, 1.0)])
+    fake_run(tmp_path, "b", seed=0, overrides=["algorithm=a2c"], history=[(0, 2.0)])
+    assert {g["name"] for g in _report(tmp_path)["groups"]} == {"defaults", "algorithm=a2c"}
+    other = tmp_path / "other"
+    fake_run(other, "c", seed=0, overrides=[], history=[(0, 1.0)], config={"gamma": 0.9})
+    fake_run(other, "d", seed=0, overrides=[], history=[(0, 1.0)], config={"gamma": 0.99})
+    assert {g["name"] for g in _report(other)["groups"]} == {"gamma=0.9", "gamma=0.99"}
+
+
+def test_runs_that_all_agree_give_a_point_interval(tmp_path: Path) -> None:
+    report = _report(sweep_of(tmp_path, {"ppo": [500.0] * 5}))  # BCa would give NaN here
+    final = report["groups"][0]["final"]
+    assert final["iqm_ci"] == final["mean_ci"] == [500.0, 500.0] and final["std"] == 0.0

@@ -1,0 +1,140 @@
+"""From runs to numbers: per group the final metric's statistics and learning curve, between
+groups the probability of improvement. Only completed runs are averaged; the others are kept,
+with the reason, so the report can list them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from xdrl.report.groups import Group, group_runs
+from xdrl.report.runs import RunRecord
+from xdrl.report.stats import curve, probability_of_improvement, summarize
+
+DEFAULT_METRIC = "eval/deterministic/reward/episode_reward_mean"
+
+
+@dataclass
+class GroupResult:
+    """One group's numbers.
+
+    Args:
+        group: the group (name, overrides, every run).
+        used: completed runs that reported the metric, in seed order.
+        excluded: the other runs, each with why it was left out.
+        final: :func:`xdrl.report.stats.summarize` of the used runs' final values.
+        curve: IQM and interval per frame (:func:`xdrl.report.stats.curve`).
+        objectives: per-objective final metric key -> the same summary, multi-objective runs.
+    """
+
+    group: Group
+    used: list[RunRecord]
+    excluded: list[tuple[RunRecord, str]]
+    final: dict[str, Any]
+    curve: list[dict[str, Any]]
+    objectives: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.seed for r in self.used if r.seed is not None]
+
+    def to_json(self) -> dict[str, Any]:
+        """The group entry of ``report.json``."""
+        return {
+            "name": self.group.name,
+            "overrides": dict(self.group.overrides),
+            "runs": len(self.used),
+            "seeds": self.seeds,
+            "final": dict(self.final),
+            "curve": list(self.curve),
+        }
+
+    def values(self, metric: str) -> list[float]:
+        """The used runs' final ``metric``."""
+        return [v for r in self.used if (v := r.final(metric)) is not None]
+
+
+@dataclass
+class Analysis:
+    """What a set of runs says about ``metric``: groups best first, pairwise improvement."""
+
+    metric: str
+    groups: list[GroupResult]
+    improvement: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        """``report.json``: metric, groups, probability_of_improvement."""
+        return {
+            "metric": self.metric,
+            "groups": [g.to_json() for g in self.groups],
+            "probability_of_improvement": list(self.improvement),
+        }
+
+
+def objective_keys(metric: str, runs: list[RunRecord]) -> list[str]:
+    """Per-objective variants of ``metric`` the runs report (``.../objective_<i>/<name>``)."""
+    head, _, name = metric.rpartition("/")
+    pattern = re.compile(re.escape(f"{head}/objective_") + r"(\d+)/" + re.escape(name) + "$")
+    found: dict[int, str] = {}
+    for run in runs:
+        for key in ((run.summary or {}).get("eval") or {}) | (run.evaluations or [{}])[-1]:
+            if match := pattern.match(key):
+                found[int(match.group(1))] = key
+    return [found[i] for i in sorted(found)]
+
+
+def _split(group: Group, metric: str) -> tuple[list[RunRecord], list[tuple[RunRecord, str]]]:
+    used, excluded = [], []
+    for run in group.runs:
+        if not run.completed:
+            excluded.append((run, f"{run.status}: not averaged"))
+        elif run.final(metric) is None:
+            excluded.append((run, f"no {metric}: not averaged"))
+        else:
+            used.append(run)
+    used.sort(key=lambda r: (r.seed is None, r.seed or 0, str(r.dir)))
+    return used, excluded
+
+
+def _history(run: RunRecord, metric: str) -> tuple[list[float], list[float]]:
+    points = [(r["frames"], r[metric]) for r in run.evaluations if metric in r]
+    return [float(f) for f, _ in points], [float(v) for _, v in points]
+
+
+def analyze_group(group: Group, metric: str) -> GroupResult:
+    """The statistics of one group's completed runs."""
+    used, excluded = _split(group, metric)
+    values = [v for r in used if (v := r.final(metric)) is not None]
+    histories = [h for r in used if (h := _history(r, metric))[0]]
+    objectives = {
+        key: summarize([v for r in used if (v := r.final(key)) is not None])
+        for key in objective_keys(metric, used)
+    }
+    return GroupResult(
+        group=group,
+        used=used,
+        excluded=excluded,
+        final=summarize(values),
+        curve=curve(histories),
+        objectives=objectives,
+    )
+
+
+def _rank(result: GroupResult) -> tuple[bool, float]:
+    iqm = result.final["iqm"]
+    return (iqm is None, -iqm if iqm is not None else 0.0)
+
+
+def analyze(runs: list[RunRecord], metric: str = DEFAULT_METRIC) -> Analysis:
+    """Group ``runs``, summarize each group (best final IQM first), compare groups per env."""
+    results = sorted((analyze_group(g, metric) for g in group_runs(runs)), key=_rank)
+    improvement = []
+    for x, y in combinations(results, 2):
+        if x.group.env != y.group.env or not x.used or not y.used:
+            continue
+        poi = probability_of_improvement(x.values(metric), y.values(metric))
+        improvement.append({"x": x.group.name, "y": y.group.name, **poi})
+    return Analysis(metric=metric, groups=results, improvement=improvement)

@@ -44,7 +44,7 @@ def _reward_dim(config: DictConfig) -> int:
 
     env = mo_gymnasium.make(config.env.id)
     try:
-        return int(env.unwrapped.reward_space.shape[0])
+        return int(env.unwrapped.reward_space.shape[0])  # type: ignore[attr-defined]
     finally:
         env.close()
 
@@ -105,11 +105,12 @@ class ParetoSweeper(Sweeper):
         dim = _reward_dim(self.config)
 
         if given:
-            weights = (
-                [list(v) for v in given[0].sweep_iterator()]
+            values = (
+                list(given[0].sweep_iterator())
                 if given[0].is_sweep_override()
-                else [list(given[0].value())]
+                else [given[0].value()]
             )
+            weights = [[float(w) for w in v] for v in values]  # type: ignore[union-attr]
             self._run_weights(weights, combos)
         elif settings.method == "grid":
             from xdrl.pareto.weights import simplex_weights
@@ -121,7 +122,10 @@ class ParetoSweeper(Sweeper):
                     f"pareto.method: ols supports 2 objectives here, {self.config.env.id} has "
                     f"{dim}; use pareto.method=grid"
                 )
-            self._run_ols(combos, sweep_dir, float(settings.tolerance), int(settings.max_jobs))
+            w0_range = (float(settings.w0_range[0]), float(settings.w0_range[1]))
+            self._run_ols(
+                combos, sweep_dir, float(settings.tolerance), int(settings.max_jobs), w0_range
+            )
         else:
             raise ValueError(f"pareto.method: must be 'grid' or 'ols', got {settings.method!r}")
         self._report(sweep_dir, settings.report_dir)
@@ -137,29 +141,29 @@ class ParetoSweeper(Sweeper):
         self._launch([[*c, weights_override(w)] for w in weights for c in combos])
 
     def _run_ols(
-        self, combos: list[list[str]], sweep_dir: Path, tolerance: float, max_jobs: int
+        self,
+        combos: list[list[str]],
+        sweep_dir: Path,
+        tolerance: float,
+        max_jobs: int,
+        w0_range: tuple[float, float],
     ) -> None:
-        from xdrl.pareto.weights import ols_candidates
+        from xdrl.pareto.weights import optimistic_linear_support
 
-        evaluated: dict[float, list[float] | None] = {}
-        batch = [0.0, 1.0]  # the extremes first
-        spent, round_num = 0, 0
-        while batch:
-            round_num += 1
-            log.info("OLS round %d: w0 = %s", round_num, ", ".join(f"{w:.4f}" for w in batch))
+        rounds = 0
+
+        def evaluate(batch: list[float]) -> list[Sequence[float] | None]:
+            nonlocal rounds
+            rounds += 1
+            log.info("OLS round %d: w0 = %s", rounds, ", ".join(f"{w:.4f}" for w in batch))
             self._launch([[*c, weights_override([w, 1.0 - w])] for w in batch for c in combos])
-            spent += len(batch) * len(combos)
             points = _points_by_w0(sweep_dir)
-            for w in batch:
-                evaluated[w] = points.get(round(w, 6))
-            candidates = ols_candidates(evaluated, tolerance)
-            room = (max_jobs - spent) // len(combos)
-            if candidates and room < 1:
-                log.info(
-                    "OLS: pareto.max_jobs=%d spent; %d corners left", max_jobs, len(candidates)
-                )
-            batch = [w for w, _ in candidates[: max(room, 0)]]
-        log.info("OLS: %d jobs, %d weights tried", spent, len(evaluated))
+            return [points.get(round(w, 6)) for w in batch]
+
+        tried = optimistic_linear_support(
+            evaluate, tolerance=tolerance, max_evals=max_jobs, cost=len(combos), w0_range=w0_range
+        )
+        log.info("OLS: %d rounds, %d weights, %d jobs", rounds, len(tried), self.job_idx)
 
     def _report(self, sweep_dir: Path, report_dir: str | None) -> None:
         try:

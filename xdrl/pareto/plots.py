@@ -54,7 +54,7 @@ def plot_front(
         ax.legend(fontsize=8, loc="best")
     for ax in list(axes.flat)[len(pairs) :]:
         ax.axis("off")
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -62,7 +62,7 @@ def known_front(env_id: str) -> list[list[float]] | None:
 
         env = mo_gymnasium.make(env_id)
         try:
-            front = env.unwrapped.pareto_front(gamma=1.0)
+            front = env.unwrapped.pareto_front(gamma=1.0)  # type: ignore[attr-defined]
         finally:
             env.close()
         return [[float(x) for x in p] for p in front]
@@ -101,7 +101,7 @@ def build_report(runs: Sequence[Any]) -> dict[str, Any] | None:
     by_weights, failed = _group(runs)
     if not by_weights:
         return None
-    points = []
+    points: list[dict[str, Any]] = []
     for weights, per_seed in sorted(by_weights.items()):
         seeds = sorted(per_seed)
         returns = [sum(per_seed[s][i] for s in seeds) / len(seeds) for i in range(len(weights))]
@@ -109,10 +109,10 @@ def build_report(runs: Sequence[Any]) -> dict[str, Any] | None:
         points.append(
             {"weights": list(weights), "returns": returns, "seeds": len(seeds), "per_seed": per}
         )
-    dim = len(points[0]["returns"])
+    dim = len(points[0]["weights"])
     env_id = str((runs[0].config.get("env") or {}).get("id", ""))
     ref = _ref_point(runs)
-    front = metrics.non_dominated([p["returns"] for p in points])
+    front = metrics.non_dominated([list(p["returns"]) for p in points])
     true = known_front(env_id)
     eum_weights = simplex_weights(EUM_WEIGHTS, dim)
     notes = []

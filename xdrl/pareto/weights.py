@@ -3,9 +3,12 @@ linear support (OLS, Roijers et al. 2015) for two objectives."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 _EPS = 1e-9
 
@@ -69,7 +72,7 @@ def corner_weights(points: Sequence[Sequence[float]]) -> list[float]:
     if not pts:
         return []
     current = max(pts, key=lambda p: (p[1], _slope(p)))  # best at w0 = 0
-    w, corners = 0.0, []
+    w, corners = 0.0, list[float]()
     while True:
         step: tuple[float, tuple[float, float]] | None = None
         for p in pts:
@@ -120,3 +123,47 @@ def ols_candidates(
         if gain > tolerance:
             out.append((c, gain))
     return sorted(out, key=lambda item: -item[1])
+
+
+def optimistic_linear_support(
+    evaluate: Callable[[list[float]], list[Sequence[float] | None]],
+    *,
+    tolerance: float,
+    max_evals: int,
+    cost: int = 1,
+    w0_range: tuple[float, float] = (0.0, 1.0),
+) -> dict[float, Sequence[float] | None]:
+    """OLS for two objectives in rounds: train at the ends of ``w0_range``, then at every
+    corner weight whose optimistic improvement exceeds ``tolerance`` (best first), until none
+    is left or the next round would pass ``max_evals``.
+
+    Args:
+        evaluate: trains at each ``w0`` of a round, returns its point (None: failed).
+        tolerance: smallest optimistic improvement of the scalarized value still worth a job.
+        max_evals: budget in jobs; a round is cut to what is left.
+        cost: jobs per weight (seeds x other sweep values).
+        w0_range: the first objective's weights to search; corners outside are not tried.
+
+    Returns:
+        every ``w0`` tried, with its point.
+
+    Example:
+        >>> ccs = [(0.7, -1.0), (23.7, -19.0)]
+        >>> best = lambda ws: [max(ccs, key=lambda p: scalarized(p, w)) for w in ws]
+        >>> sorted(optimistic_linear_support(best, tolerance=1e-6, max_evals=10))
+        [0.0, 0.43902439024390244, 1.0]
+    """
+    evaluated: dict[float, Sequence[float] | None] = {}
+    batch, spent = [float(w0_range[0]), float(w0_range[1])], 0
+    while batch:
+        for w, point in zip(batch, evaluate(batch), strict=True):
+            evaluated[w] = point
+        spent += len(batch) * cost
+        candidates = ols_candidates(evaluated, tolerance)
+        room = max((max_evals - spent) // cost, 0)
+        if len(candidates) > room:
+            log.info(
+                "OLS: budget of %d jobs spent, %d corners left", max_evals, len(candidates) - room
+            )
+        batch = [w for w, _ in candidates[:room]]
+    return evaluated

@@ -152,11 +152,21 @@ class ParetoSweeper(Sweeper):
 
         rounds = 0
 
+        done = _completed_by_w0(sweep_dir)  # a re-run in the same sweep dir keeps these
+        self.job_idx = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
+
         def evaluate(batch: list[float]) -> list[Sequence[float] | None]:
             nonlocal rounds
             rounds += 1
-            log.info("OLS round %d: w0 = %s", rounds, ", ".join(f"{w:.4f}" for w in batch))
-            self._launch([[*c, weights_override([w, 1.0 - w])] for w in batch for c in combos])
+            todo = [w for w in batch if done.get(round(w, 6), 0) < len(combos)]
+            kept = ", ".join(f"{w:.4f}" for w in batch if w not in todo)
+            log.info(
+                "OLS round %d: w0 = %s%s",
+                rounds,
+                ", ".join(f"{w:.4f}" for w in todo),
+                f" (already in the sweep dir: {kept})" if kept else "",
+            )
+            self._launch([[*c, weights_override([w, 1.0 - w])] for w in todo for c in combos])
             points = _points_by_w0(sweep_dir)
             return [points.get(round(w, 6)) for w in batch]
 
@@ -180,6 +190,19 @@ class ParetoSweeper(Sweeper):
             return
         print(f"\n{text}", flush=True)
         log.info("Pareto report written to %s", Path(report_dir or sweep_dir / "report"))
+
+
+def _completed_by_w0(sweep_dir: Path) -> dict[float, int]:
+    """How many completed jobs the sweep dir already holds for each rounded ``w0``."""
+    from xdrl.pareto.runs import read_sweep
+
+    counts: dict[float, int] = {}
+    for run in read_sweep(sweep_dir):
+        weights = (run.config.get("env") or {}).get("reward_weights")
+        if run.status == "completed" and weights:
+            key = round(float(weights[0]), 6)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _points_by_w0(sweep_dir: Path) -> dict[float, list[float]]:

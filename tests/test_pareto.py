@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 
 from tests.conftest import run_cli
 from xdrl.pareto import metrics
@@ -220,6 +221,38 @@ def test_report_without_a_ref_point_leaves_hypervolumes_null() -> None:
         "no env.pareto.ref_point for deep-sea-treasure-v0: hypervolumes are null"
     ]
     assert data["eum"] is not None and data["igd"] is not None
+
+
+def _job_folder(root: Path, name: str, weights: list[float], returns: list[float] | None) -> None:
+    job = root / name
+    (job / ".hydra").mkdir(parents=True)
+    env = {
+        "id": "deep-sea-treasure-v0",
+        "reward_weights": weights,
+        "pareto": {"ref_point": [0, -25]},
+    }
+    (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": 0, "env": env}))
+    if returns is not None:
+        evals = {
+            f"eval/deterministic/reward/objective_{i}/episode_reward_mean": r
+            for i, r in enumerate(returns)
+        }
+        (job / "summary.json").write_text(json.dumps({"status": "completed", "eval": evals}))
+
+
+def test_job_folders_are_read_back_without_torch(tmp_path: Path, capsys) -> None:
+    from hydra_plugins.xdrl_pareto.pareto_sweeper import _completed_by_w0, _points_by_w0
+    from xdrl.pareto.__main__ import main
+
+    _job_folder(tmp_path / "a", "0_w", [0.0, 1.0], [0.7, -1.0])
+    _job_folder(tmp_path / "a", "1_w", [0.62, 0.38], None)  # killed: no summary.json
+    _job_folder(tmp_path / "b", "0_w", [0.62, 0.38], [23.7, -19.0])
+    assert _completed_by_w0(tmp_path / "a") == {0.0: 1}
+    assert _points_by_w0(tmp_path / "b") == {0.62: [23.7, -19.0]}
+    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "r")]) == 0
+    data = json.loads((tmp_path / "r" / "pareto.json").read_text())
+    assert data["front"] == [[0.7, -1.0], [23.7, -19.0]] and len(data["failed"]) == 1
+    assert "## Pareto front" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,13 +38,19 @@ def plot_front(
                 color="tab:gray",
                 label="known front",
             )
-        for point in points:
-            r = point["returns"]
-            ringed = tuple(r) in on_front
-            ax.scatter(r[i], r[j], s=40, color="tab:blue" if ringed else "tab:orange", zorder=3)
-            label = "[" + ", ".join(f"{w:.2f}" for w in point["weights"]) + "]"
+        labels: dict[tuple[float, ...], list[str]] = {}
+        for point in points:  # weights that gave the same point share one label
+            text = "[" + ", ".join(f"{w:.2f}" for w in point["weights"]) + "]"
+            labels.setdefault(tuple(point["returns"]), []).append(text)
+        for r, texts in labels.items():
+            color = "tab:blue" if r in on_front else "tab:orange"
+            ax.scatter(r[i], r[j], s=40, color=color, zorder=3)
             ax.annotate(
-                label, (r[i], r[j]), fontsize=7, xytext=(4, -10), textcoords="offset points"
+                "\n".join(texts),
+                (r[i], r[j]),
+                fontsize=7,
+                xytext=(4, -10),
+                textcoords="offset points",
             )
         ax.scatter([], [], color="tab:blue", label="found, non-dominated")
         ax.scatter([], [], color="tab:orange", label="found, dominated")

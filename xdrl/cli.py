@@ -166,6 +166,16 @@ def _dotted_keys(node: object, prefix: str = "") -> list[str]:
     return keys
 
 
+def _register_plugins() -> None:
+    """Register xdrl's Hydra sweeper (``hydra/sweeper=pareto``) by class: an editable install
+    hides the ``hydra_plugins`` namespace from Hydra's package scan (a wheel needs no help)."""
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.xdrl_pareto.pareto_sweeper import ParetoSweeper
+
+    Plugins.instance().register(ParetoSweeper)
+
+
 def main() -> None:
     """Console script: a fast ``--help``; single runs get their overrides and every value checked
     first, so a typo or a bad value is one line on stderr (exit 2) and no run dir is made;
@@ -179,6 +189,7 @@ def main() -> None:
         if error is not None:
             print(f"xdrl-train: config error: {error}", file=sys.stderr)
             raise SystemExit(2)
+    _register_plugins()
     try:
         from xdrl.run_lock import lock_named_run_dir
 

@@ -181,6 +181,7 @@ def make_env(
     seed: int | None = None,
     device: str = "cpu",
     render: bool = False,
+    pareto: dict[str, Any] | None = None,
 ):
     """Build a batched TorchRL env for a gymnasium or MO-Gymnasium id.
 
@@ -202,6 +203,8 @@ def make_env(
         seed: seed of the first sub-env (the others follow).
         device: device of the env's tensors.
         render: create the envs with ``render_mode="rgb_array"`` (evaluation videos).
+        pareto: the env's Pareto-report settings (``ref_point``), read by :mod:`xdrl.pareto`
+            from the saved config; not used to build the env.
 
     Example:
         >>> env = make_env("CartPole-v1", num_envs=4, seed=0)

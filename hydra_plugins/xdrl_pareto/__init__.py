@@ -1,0 +1,1 @@
+"""xdrl's Hydra sweeper plugin for multi-objective weight sweeps (``hydra/sweeper=pareto``)."""

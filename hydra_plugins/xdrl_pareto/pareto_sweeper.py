@@ -1,0 +1,219 @@
+"""The ``pareto`` sweeper: a weight sweep of a multi-objective env in one command, through any
+Hydra launcher, ending with the sweep's Pareto front in ``<sweep dir>/report/``.
+
+``pareto.method=grid`` crosses ``pareto.num_weights`` weight vectors spread evenly over the
+simplex with the other sweep values (``seed=0,1,2``); a sweep over ``env.reward_weights`` given
+on the command line is used as it is. ``pareto.method=ols`` (two objectives) runs rounds: the
+extreme weights first, then the corner weights of the front found so far whose optimistic
+improvement exceeds ``pareto.tolerance``, until none is left or ``pareto.max_jobs`` is spent.
+Each job is an ordinary xdrl run with ``env.reward_weights=[...]``; the launching is left to
+``hydra.launcher``. Loaded by Hydra at start-up, so nothing heavy is imported here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+WEIGHTS_KEY = "env.reward_weights"
+
+
+def weights_override(weights: Sequence[float]) -> str:
+    """``env.reward_weights=[0.25,0.75]`` (6 decimals, as the report groups them)."""
+    return f"{WEIGHTS_KEY}=[{','.join(repr(round(float(w), 6)) for w in weights)}]"
+
+
+def _reward_dim(config: DictConfig) -> int:
+    """Objectives of the sweep's env: its weights' length, else MO-Gymnasium's reward space."""
+    weights = config.env.reward_weights
+    if weights is not None:
+        return len(weights)
+    import mo_gymnasium
+
+    env = mo_gymnasium.make(config.env.id)
+    try:
+        return int(env.unwrapped.reward_space.shape[0])  # type: ignore[attr-defined]
+    finally:
+        env.close()
+
+
+class ParetoSweeper(Sweeper):
+    """Hydra sweeper over scalarization weights; settings come from the ``pareto`` config node.
+
+    Args:
+        max_batch_size: jobs handed to the launcher at once (None: a whole grid or OLS round).
+
+    Example::
+
+        xdrl-train -m hydra/sweeper=pareto experiment=dst_dqn pareto.num_weights=11 seed=0,1
+    """
+
+    def __init__(self, max_batch_size: int | None = None) -> None:
+        self.max_batch_size = max_batch_size
+        self.config: DictConfig | None = None
+        self.launcher: Any = None
+        self.hydra_context: HydraContext | None = None
+        self.job_idx = 0
+        self.failed: list[JobReturn] = []
+
+    def setup(
+        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    # Launching ---------------------------------------------------------------------------------
+
+    def _launch(self, jobs: list[list[str]]) -> list[JobReturn]:
+        size = self.max_batch_size or len(jobs)
+        returns: list[JobReturn] = []
+        for start in range(0, len(jobs), size):
+            batch = jobs[start : start + size]
+            results = list(self.launcher.launch(batch, initial_job_idx=self.job_idx))
+            self.job_idx += len(batch)
+            self.failed += [r for r in results if r.status == JobStatus.FAILED]
+            returns += results
+        return returns
+
+    def sweep(self, arguments: list[str]) -> Any:
+        assert self.config is not None and self.hydra_context is not None
+        settings = self.config.pareto
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        parsed = parser.parse_overrides(arguments)
+        given = [o for o in parsed if o.get_key_element().lstrip("+") == WEIGHTS_KEY]
+        others = [o for o in parsed if o not in given]
+        combos = BasicSweeper.split_arguments(others, None)[0] if others else [[]]
+        dim = _reward_dim(self.config)
+
+        if given:
+            values = (
+                list(given[0].sweep_iterator())
+                if given[0].is_sweep_override()
+                else [given[0].value()]
+            )
+            weights = [[float(w) for w in v] for v in values]  # type: ignore[union-attr]
+            self._run_weights(weights, combos)
+        elif settings.method == "grid":
+            from xdrl.pareto.weights import simplex_weights
+
+            self._run_weights(simplex_weights(int(settings.num_weights), dim), combos)
+        elif settings.method == "ols":
+            if dim != 2:
+                raise ValueError(
+                    f"pareto.method: ols supports 2 objectives here, {self.config.env.id} has "
+                    f"{dim}; use pareto.method=grid"
+                )
+            w0_range = (float(settings.w0_range[0]), float(settings.w0_range[1]))
+            self._run_ols(
+                combos, sweep_dir, float(settings.tolerance), int(settings.max_jobs), w0_range
+            )
+        else:
+            raise ValueError(f"pareto.method: must be 'grid' or 'ols', got {settings.method!r}")
+        self._report(sweep_dir, settings.report_dir)
+        if self.failed:
+            first = self.failed[0]
+            raise RuntimeError(
+                f"{len(self.failed)} of {self.job_idx} jobs failed; first: {first._return_value}"
+            )
+        return None
+
+    def _run_weights(self, weights: list[list[float]], combos: list[list[str]]) -> None:
+        log.info("Pareto sweep: %d weight vectors x %d jobs each", len(weights), len(combos))
+        self._launch([[*c, weights_override(w)] for w in weights for c in combos])
+
+    def _run_ols(
+        self,
+        combos: list[list[str]],
+        sweep_dir: Path,
+        tolerance: float,
+        max_jobs: int,
+        w0_range: tuple[float, float],
+    ) -> None:
+        from xdrl.pareto.weights import optimistic_linear_support
+
+        rounds = 0
+
+        done = _completed_by_w0(sweep_dir)  # a re-run in the same sweep dir keeps these
+        self.job_idx = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
+
+        def evaluate(batch: list[float]) -> list[Sequence[float] | None]:
+            nonlocal rounds
+            rounds += 1
+            todo = [w for w in batch if done.get(round(w, 6), 0) < len(combos)]
+            kept = ", ".join(f"{w:.4f}" for w in batch if w not in todo)
+            log.info(
+                "OLS round %d: w0 = %s%s",
+                rounds,
+                ", ".join(f"{w:.4f}" for w in todo),
+                f" (already in the sweep dir: {kept})" if kept else "",
+            )
+            self._launch([[*c, weights_override([w, 1.0 - w])] for w in todo for c in combos])
+            points = _points_by_w0(sweep_dir)
+            return [points.get(round(w, 6)) for w in batch]
+
+        tried = optimistic_linear_support(
+            evaluate, tolerance=tolerance, max_evals=max_jobs, cost=len(combos), w0_range=w0_range
+        )
+        log.info("OLS: %d rounds, %d weights, %d jobs", rounds, len(tried), self.job_idx)
+
+    def _report(self, sweep_dir: Path, report_dir: str | None) -> None:
+        try:
+            from xdrl.pareto.report import report_sweep
+
+            text = report_sweep(sweep_dir, report_dir)
+        except Exception:  # noqa: BLE001 - the jobs' results stay on disk whatever happens here
+            log.warning("Pareto report could not be written", exc_info=True)
+            return
+        if text is None:
+            log.warning(
+                "Pareto report: no job of %s finished with per-objective returns", sweep_dir
+            )
+            return
+        print(f"\n{text}", flush=True)
+        log.info("Pareto report written to %s", Path(report_dir or sweep_dir / "report"))
+
+
+def _completed_by_w0(sweep_dir: Path) -> dict[float, int]:
+    """How many completed jobs the sweep dir already holds for each rounded ``w0``."""
+    from xdrl.pareto.runs import read_sweep
+
+    counts: dict[float, int] = {}
+    for run in read_sweep(sweep_dir):
+        weights = (run.config.get("env") or {}).get("reward_weights")
+        if run.status == "completed" and weights:
+            key = round(float(weights[0]), 6)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _points_by_w0(sweep_dir: Path) -> dict[float, list[float]]:
+    """The mean per-objective returns of the sweep's completed jobs, keyed by rounded ``w0``."""
+    from xdrl.pareto.report import objective_returns
+    from xdrl.pareto.runs import read_sweep
+
+    sums: dict[float, list[list[float]]] = {}
+    for run in read_sweep(sweep_dir):
+        returns = objective_returns(run.summary) if run.status == "completed" else None
+        weights = (run.config.get("env") or {}).get("reward_weights")
+        if returns is not None and weights:
+            sums.setdefault(round(float(weights[0]), 6), []).append(returns)
+    return {w: [sum(col) / len(col) for col in zip(*rs, strict=True)] for w, rs in sums.items()}

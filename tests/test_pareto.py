@@ -1,0 +1,327 @@
+"""Pareto fronts of weight sweeps: metrics worked out by hand, OLS corner weights on
+deep-sea-treasure's convex coverage set, the report, and sweeps through the pareto sweeper."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.conftest import run_cli
+from xdrl.pareto import metrics
+from xdrl.pareto.report import build_report, pareto_report
+from xdrl.pareto.weights import (
+    corner_weights,
+    ols_candidates,
+    optimistic_linear_support,
+    scalarized,
+    simplex_weights,
+)
+
+# deep-sea-treasure-v0, undiscounted: the true front; (20.3, -14) is the one point no linear
+# scalarization reaches, so the convex coverage set (CCS) is the other nine.
+DST_FRONT = [
+    (0.7, -1.0), (8.2, -3.0), (11.5, -5.0), (14.0, -7.0), (15.1, -8.0),
+    (16.1, -9.0), (19.6, -13.0), (20.3, -14.0), (22.4, -17.0), (23.7, -19.0),
+]  # fmt: skip
+DST_CCS = [p for p in DST_FRONT if p != (20.3, -14.0)]
+DST_REF = (0.0, -25.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics, by hand
+# ---------------------------------------------------------------------------------------------
+
+
+def test_hypervolume_2d_is_the_union_of_boxes() -> None:
+    # Above reference (0, 0): columns x in [0,1] of height 3, [1,2] of height 2, [2,3] of 1.
+    assert metrics.hypervolume([(1, 3), (2, 2), (3, 1)], (0, 0)) == pytest.approx(3 + 2 + 1)
+    # A dominated point and one below the reference add nothing.
+    assert metrics.hypervolume([(1, 3), (2, 2), (3, 1), (1, 1), (-1, 5)], (0, 0)) == pytest.approx(
+        6
+    )
+    # DST with reference (0, -25): columns between consecutive treasures, each as tall as the
+    # time left above -25 of the next treasure on the right.
+    xs = [0.0] + [p[0] for p in DST_FRONT]
+    boxes = sum((xs[i + 1] - xs[i]) * (p[1] + 25) for i, p in enumerate(DST_FRONT))
+    assert boxes == pytest.approx(401.8)
+    assert metrics.hypervolume(DST_FRONT, DST_REF) == pytest.approx(401.8)
+    assert metrics.hypervolume(DST_CCS, DST_REF) == pytest.approx(399.7)
+
+
+def test_hypervolume_3d_by_inclusion_exclusion() -> None:
+    # Three boxes of volume 2 from the origin; each pair and all three overlap in the unit cube.
+    points = [(2, 1, 1), (1, 2, 1), (1, 1, 2)]
+    assert metrics.hypervolume(points, (0, 0, 0)) == pytest.approx(3 * 2 - 3 * 1 + 1)
+    # One box of 2 x 3 x 4 and one inside it.
+    assert metrics.hypervolume([(2, 3, 4), (1, 1, 1)], (0, 0, 0)) == pytest.approx(24)
+
+
+def test_expected_utility_and_max_utility_loss_by_hand() -> None:
+    weights = [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
+    # Best w . p for each weight: 1, 0.5, 1.
+    assert metrics.expected_utility([(1, 0), (0, 1)], weights) == pytest.approx((1 + 0.5 + 1) / 3)
+    # Against a front that adds (0.8, 0.8): at [0.5, 0.5] it gives 0.8 instead of 0.5.
+    loss = metrics.max_utility_loss([(1, 0), (0, 1)], [(1, 0), (0, 1), (0.8, 0.8)], weights)
+    assert loss == pytest.approx(0.3)
+
+
+def test_dominance_filter() -> None:
+    points = [(1, 2), (2, 1), (1, 1), (2, 1), (0, 3), (0, 2)]
+    assert metrics.non_dominated(points) == [[0, 3], [1, 2], [2, 1]]
+    assert metrics.non_dominated([(1, 1, 1), (1, 1, 2), (2, 0, 0)]) == [[1, 1, 2], [2, 0, 0]]
+
+
+def test_igd_is_zero_on_the_front_and_positive_off_it() -> None:
+    assert metrics.igd(DST_FRONT, DST_FRONT) == pytest.approx(0.0)
+    assert metrics.igd(DST_CCS, DST_FRONT) > 0
+
+
+def test_ci95_of_the_mean() -> None:
+    lo, hi = metrics.mean_ci95([1.0, 2.0, 3.0])  # type: ignore[misc]
+    # mean 2, sd 1, t(0.975, 2 dof) = 4.303
+    assert (lo, hi) == pytest.approx((2 - 4.3027 / math.sqrt(3), 2 + 4.3027 / math.sqrt(3)), 1e-4)
+    assert metrics.mean_ci95([1.0]) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Weights
+# ---------------------------------------------------------------------------------------------
+
+
+def test_simplex_weights() -> None:
+    assert simplex_weights(3, 2) == [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]
+    w3 = np.asarray(simplex_weights(6, 3))
+    assert w3.shape == (6, 3) and np.allclose(w3.sum(axis=1), 1) and (w3 >= 0).all()
+    assert len({tuple(np.round(row, 6)) for row in w3}) == 6
+
+
+def _exact_corner(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """w0 with w . a == w . b for w = [w0, 1 - w0]."""
+    return (b[1] - a[1]) / ((a[0] - b[0]) - (a[1] - b[1]))
+
+
+def test_dst_corner_weights() -> None:
+    exact = [_exact_corner(a, b) for a, b in zip(DST_CCS, DST_CCS[1:], strict=False)]
+    assert [round(w, 4) for w in exact] == [
+        0.2105, 0.3774, 0.4444, 0.4762, 0.5, 0.5333, 0.5882, 0.6061,
+    ]  # fmt: skip
+    assert corner_weights(DST_CCS) == pytest.approx(exact)
+    assert corner_weights(DST_FRONT) == pytest.approx(exact)  # (20.3, -14) has no corner
+
+
+def _oracle(w0s: list[float]) -> list[tuple[float, float]]:
+    """The best CCS point at each weight (ties: the first listed), as a perfect agent would
+    find. (20.3, -14) lies on the segment from (19.6, -13) to (22.4, -17): it ties at their
+    corner and is never best alone, hence not in the CCS."""
+    return [max(DST_CCS, key=lambda p: scalarized(p, w)) for w in w0s]
+
+
+def test_ols_finds_the_dst_ccs_within_15_evaluations_and_stops() -> None:
+    calls: list[float] = []
+
+    def evaluate(w0s: list[float]) -> list[tuple[float, float]]:
+        calls.extend(w0s)
+        return _oracle(w0s)
+
+    tried = optimistic_linear_support(evaluate, tolerance=1e-6, max_evals=15)
+    assert len(calls) <= 15 and len(calls) == len(tried)
+    assert sorted(set(tried.values())) == DST_CCS  # type: ignore[type-var]
+    assert metrics.hypervolume(list(tried.values()), DST_REF) == pytest.approx(399.7)  # type: ignore[arg-type]
+
+
+def test_ols_without_a_budget_confirms_every_corner_then_stops() -> None:
+    tried = optimistic_linear_support(_oracle, tolerance=1e-6, max_evals=100)
+    assert sorted(set(tried.values())) == DST_CCS  # type: ignore[type-var]
+    # Every corner of the CCS was tried (to confirm it), and no corner is left to try.
+    assert all(any(abs(c - w) < 1e-9 for w in tried) for c in corner_weights(DST_CCS))
+    assert ols_candidates(tried, 1e-6) == []
+    assert len(tried) == 17  # 2 extremes + 7 new points + 8 confirmations
+
+
+def test_even_weights_reach_only_part_of_the_ccs() -> None:
+    for num, hv, found in ((11, 379.6, 6), (21, 398.6, 8)):
+        points = _oracle([w[0] for w in simplex_weights(num, 2)])
+        assert len(set(points)) == found
+        assert metrics.hypervolume(points, DST_REF) == pytest.approx(hv)
+
+
+# ---------------------------------------------------------------------------------------------
+# The report, on duck-typed run records (xdrl.report's RunRecord shape)
+# ---------------------------------------------------------------------------------------------
+
+
+def _record(weights: list[float] | None, seed: int, returns: list[float] | None, env_id: str):
+    evals = {
+        f"eval/deterministic/reward/objective_{i}/episode_reward_mean": r
+        for i, r in enumerate(returns or [])
+    }
+    config = {
+        "seed": seed,
+        "env": {"id": env_id, "reward_weights": weights, "pareto": {"ref_point": [0.0, -25.0]}},
+    }
+    summary = {"status": "completed", "eval": evals} if returns else None
+    return SimpleNamespace(
+        dir=Path(f"/x/{weights}_{seed}"),
+        config=config,
+        summary=summary,
+        status="completed" if returns else "failed",
+    )
+
+
+def test_report_means_over_seeds_and_per_seed_hypervolume(tmp_path: Path) -> None:
+    runs = [
+        _record([1.0, 0.0], 0, [23.7, -19.0], "deep-sea-treasure-v0"),
+        _record([1.0, 0.0], 1, [22.4, -17.0], "deep-sea-treasure-v0"),
+        _record([0.0, 1.0], 0, [0.7, -1.0], "deep-sea-treasure-v0"),
+        _record([0.0, 1.0], 1, [0.7, -1.0], "deep-sea-treasure-v0"),
+        _record([0.5, 0.5], 0, None, "deep-sea-treasure-v0"),
+    ]
+    data = build_report(runs)
+    assert data is not None
+    assert [p["returns"] for p in data["points"]] == [[0.7, -1.0], pytest.approx([23.05, -18.0])]
+    assert [p["seeds"] for p in data["points"]] == [2, 2]
+    # Seed 0: (0.7,-1), (23.7,-19): 0.7 * 24 + 23 * 6; seed 1: 0.7 * 24 + 21.7 * 8.
+    assert data["hypervolume_per_seed"] == pytest.approx([0.7 * 24 + 23 * 6, 0.7 * 24 + 21.7 * 8])
+    assert data["hypervolume"] == pytest.approx(0.7 * 24 + 22.35 * 7)
+    assert data["true_hypervolume"] == pytest.approx(401.8)
+    assert len(data["known_front"]) == 10 and data["igd"] > 0
+    assert data["failed"] == [{"dir": "/x/[0.5, 0.5]_0", "weights": [0.5, 0.5]}]
+    text = pareto_report(runs, tmp_path)
+    assert text is not None and "| hypervolume |" in text
+    assert (tmp_path / "pareto.json").is_file() and (tmp_path / "pareto.png").is_file()
+
+
+def test_report_is_none_for_runs_that_are_no_weight_sweep(tmp_path: Path) -> None:
+    one_weight = [_record([0.5, 0.5], s, [15.1, -8.0], "deep-sea-treasure-v0") for s in (0, 1)]
+    assert pareto_report(one_weight, tmp_path) is None
+    scalar = SimpleNamespace(
+        dir=Path("/x"), config={"env": {"id": "CartPole-v1"}}, summary={}, status="completed"
+    )
+    assert pareto_report([scalar], tmp_path) is None
+    assert not (tmp_path / "pareto.json").exists()
+
+
+def test_report_without_a_ref_point_leaves_hypervolumes_null() -> None:
+    runs = [
+        _record([1.0, 0.0], 0, [23.7, -19.0], "deep-sea-treasure-v0"),
+        _record([0.0, 1.0], 0, [0.7, -1.0], "deep-sea-treasure-v0"),
+    ]
+    for run in runs:
+        run.config["env"]["pareto"]["ref_point"] = None
+    data = build_report(runs)
+    assert data is not None
+    assert data["hypervolume"] is None and data["true_hypervolume"] is None
+    assert data["hypervolume_per_seed"] == [] and data["notes"] == [
+        "no env.pareto.ref_point for deep-sea-treasure-v0: hypervolumes are null"
+    ]
+    assert data["eum"] is not None and data["igd"] is not None
+
+
+def _job_folder(root: Path, name: str, weights: list[float], returns: list[float] | None) -> None:
+    job = root / name
+    (job / ".hydra").mkdir(parents=True)
+    env = {
+        "id": "deep-sea-treasure-v0",
+        "reward_weights": weights,
+        "pareto": {"ref_point": [0, -25]},
+    }
+    (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": 0, "env": env}))
+    if returns is not None:
+        evals = {
+            f"eval/deterministic/reward/objective_{i}/episode_reward_mean": r
+            for i, r in enumerate(returns)
+        }
+        (job / "summary.json").write_text(json.dumps({"status": "completed", "eval": evals}))
+
+
+def test_job_folders_are_read_back_without_torch(tmp_path: Path, capsys) -> None:
+    from hydra_plugins.xdrl_pareto.pareto_sweeper import _completed_by_w0, _points_by_w0
+    from xdrl.pareto.__main__ import main
+
+    _job_folder(tmp_path / "a", "0_w", [0.0, 1.0], [0.7, -1.0])
+    _job_folder(tmp_path / "a", "1_w", [0.62, 0.38], None)  # killed: no summary.json
+    _job_folder(tmp_path / "b", "0_w", [0.62, 0.38], [23.7, -19.0])
+    assert _completed_by_w0(tmp_path / "a") == {0.0: 1}
+    assert _points_by_w0(tmp_path / "b") == {0.62: [23.7, -19.0]}
+    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "r")]) == 0
+    data = json.loads((tmp_path / "r" / "pareto.json").read_text())
+    assert data["front"] == [[0.7, -1.0], [23.7, -19.0]] and len(data["failed"]) == 1
+    assert "## Pareto front" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# Sweeps through the pareto sweeper (tiny budgets)
+# ---------------------------------------------------------------------------------------------
+
+TINY_DST = [
+    "experiment=dst_dqn",
+    "total_frames=256",
+    "algorithm.build.init_random_frames=128",
+    "eval.episodes=1",
+    "eval.before_training=false",
+    "logging=none",
+    "checkpoint=none",
+    "hydra/sweeper=pareto",
+]
+PARETO_KEYS = {
+    "objectives", "ref_point", "points", "front", "hypervolume", "hypervolume_per_seed", "eum",
+    "cardinality", "known_front", "true_hypervolume", "igd",
+}  # fmt: skip
+
+
+def _assert_report(sweep_dir: Path, num_points: int) -> dict:
+    import imageio.v3 as iio
+
+    data = json.loads((sweep_dir / "report" / "pareto.json").read_text())
+    assert PARETO_KEYS <= set(data)
+    assert data["objectives"] == 2 and data["ref_point"] == [0.0, -25.0]
+    assert len(data["points"]) == num_points
+    assert {"weights", "returns", "seeds"} <= set(data["points"][0])
+    assert data["cardinality"] == len(data["front"]) >= 1
+    assert data["true_hypervolume"] == pytest.approx(401.8)
+    image = iio.imread(sweep_dir / "report" / "pareto.png")
+    assert image.ndim == 3 and image.shape[0] > 100 and image.std() > 10  # decodable, not blank
+    return data
+
+
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_grid_sweep_writes_the_front(launcher: str, tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    extra = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"] if launcher == "joblib" else []
+    result = run_cli(
+        ["-m", *TINY_DST, *extra, "pareto.num_weights=3", f"hydra.sweep.dir={sweep_dir}"],
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = _assert_report(sweep_dir, num_points=3)
+    assert [p["weights"] for p in data["points"]] == [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]
+    assert "## Pareto front: deep-sea-treasure-v0" in result.stdout
+
+
+def test_a_weight_vector_of_the_wrong_length_fails_its_job_and_the_sweep_reports_it(
+    tmp_path: Path,
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        [
+            "-m",
+            *TINY_DST,
+            "env.reward_weights=[1.0,0.0,0.0],[0.0,1.0],[1.0,0.0]",
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=tmp_path,
+    )
+    assert result.returncode != 0
+    errors = [
+        line for line in result.stderr.splitlines() if "config error: env.reward_weights" in line
+    ]
+    assert errors and "has 2 objectives but 3 weights were given" in errors[0]
+    data = _assert_report(sweep_dir, num_points=2)
+    assert [f["weights"] for f in data["failed"]] == [[1.0, 0.0, 0.0]]
+    assert "failed job" in result.stdout and "1 of 3 jobs failed" in result.stderr

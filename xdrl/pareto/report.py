@@ -1,0 +1,222 @@
+"""The Pareto report of a weight sweep: ``pareto.json``, ``pareto.png`` and a Markdown section.
+
+Input: run records with ``dir``, ``config`` (dict), ``summary`` (dict or None) and ``status``,
+as :mod:`xdrl.pareto.runs` reads them or ``xdrl.report`` finds them. Each weight vector's point
+is the mean over seeds of the final deterministic per-objective evaluation returns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from xdrl.pareto import metrics
+from xdrl.pareto.plots import plot_front
+from xdrl.pareto.weights import simplex_weights
+
+log = logging.getLogger(__name__)
+
+OBJECTIVE_KEY = (
+    "eval/deterministic/reward/objective_{}/episode_reward_mean"  # logged by the eval hook
+)
+EUM_WEIGHTS = 100  # evenly spread weight vectors the expected utility averages over
+PARETO_JSON = "pareto.json"
+PARETO_PNG = "pareto.png"
+
+
+def objective_returns(summary: dict[str, Any] | None) -> list[float] | None:
+    """The final deterministic per-objective returns of a run's ``summary.json`` (None: none)."""
+    evals = (summary or {}).get("eval") or {}
+    out, i = [], 0
+    while OBJECTIVE_KEY.format(i) in evals:
+        out.append(float(evals[OBJECTIVE_KEY.format(i)]))
+        i += 1
+    return out or None
+
+
+def _weights(config: dict[str, Any], dim: int | None) -> tuple[float, ...] | None:
+    env = config.get("env") or {}
+    weights = env.get("reward_weights")
+    if weights is None:
+        return tuple([1.0 / dim] * dim) if dim else None
+    return tuple(round(float(w), 6) for w in weights)
+
+
+def _ref_point(runs: Sequence[Any]) -> list[float] | None:
+    for run in runs:
+        pareto = (run.config.get("env") or {}).get("pareto") or {}
+        if pareto.get("ref_point") is not None:
+            return [float(x) for x in pareto["ref_point"]]
+    return None
+
+
+def known_front(env_id: str) -> list[list[float]] | None:
+    """The true front MO-Gymnasium knows for ``env_id`` (undiscounted), or None."""
+    try:
+        import mo_gymnasium
+
+        env = mo_gymnasium.make(env_id)
+        try:
+            front = env.unwrapped.pareto_front(gamma=1.0)  # type: ignore[attr-defined]
+        finally:
+            env.close()
+        return [[float(x) for x in p] for p in front]
+    except Exception:  # noqa: BLE001 - most envs do not know their front
+        return None
+
+
+def _group(runs: Sequence[Any]) -> tuple[dict, list[dict]]:
+    """Completed runs' returns by weight vector then seed; the failed runs."""
+    by_weights: dict[tuple[float, ...], dict[int, list[float]]] = defaultdict(dict)
+    failed = []
+    for run in runs:
+        returns = objective_returns(run.summary) if run.status == "completed" else None
+        weights = _weights(run.config, len(returns) if returns else None)
+        if returns is None or weights is None:
+            failed.append({"dir": str(run.dir), "weights": list(weights) if weights else None})
+            continue
+        by_weights[weights][int(run.config.get("seed", 0))] = returns
+    return by_weights, failed
+
+
+def _is_weight_sweep(runs: Sequence[Any]) -> bool:
+    distinct = {
+        tuple((run.config.get("env") or {}).get("reward_weights") or ())
+        for run in runs
+        if (run.config.get("env") or {}).get("reward_weights") is not None
+    }
+    return len(distinct) >= 2
+
+
+def build_report(runs: Sequence[Any]) -> dict[str, Any] | None:
+    """Every field of ``pareto.json`` (None when ``runs`` are not a multi-objective weight
+    sweep, or no run finished with per-objective returns)."""
+    if not _is_weight_sweep(runs):
+        return None
+    by_weights, failed = _group(runs)
+    if not by_weights:
+        return None
+    points: list[dict[str, Any]] = []
+    for weights, per_seed in sorted(by_weights.items()):
+        seeds = sorted(per_seed)
+        returns = [sum(per_seed[s][i] for s in seeds) / len(seeds) for i in range(len(weights))]
+        per = [{"seed": s, "returns": per_seed[s]} for s in seeds]
+        points.append(
+            {"weights": list(weights), "returns": returns, "seeds": len(seeds), "per_seed": per}
+        )
+    dim = len(points[0]["weights"])
+    env_id = str((runs[0].config.get("env") or {}).get("id", ""))
+    ref = _ref_point(runs)
+    front = metrics.non_dominated([list(p["returns"]) for p in points])
+    true = known_front(env_id)
+    eum_weights = simplex_weights(EUM_WEIGHTS, dim)
+    notes = []
+    if ref is None:
+        notes.append(f"no env.pareto.ref_point for {env_id}: hypervolumes are null")
+    per_seed_hv = _per_seed_hypervolumes(by_weights, ref)
+    return {
+        "env": env_id,
+        "objectives": dim,
+        "ref_point": ref,
+        "points": points,
+        "front": front,
+        "hypervolume": metrics.hypervolume(front, ref) if ref else None,
+        "hypervolume_per_seed": per_seed_hv,
+        "hypervolume_ci": metrics.mean_ci95(per_seed_hv),
+        "eum": metrics.expected_utility(front, eum_weights),
+        "cardinality": len(front),
+        "known_front": true,
+        "true_hypervolume": metrics.hypervolume(true, ref) if true and ref else None,
+        "igd": metrics.igd(front, true) if true else None,
+        "max_utility_loss": metrics.max_utility_loss(front, true, eum_weights) if true else None,
+        "jobs": sum(1 for _ in runs),
+        "failed": failed,
+        "notes": notes,
+    }
+
+
+def _per_seed_hypervolumes(by_weights: dict, ref: list[float] | None) -> list[float]:
+    if ref is None:
+        return []
+    seeds = sorted({s for per_seed in by_weights.values() for s in per_seed})
+    out = []
+    for seed in seeds:
+        pts = [per_seed[seed] for per_seed in by_weights.values() if seed in per_seed]
+        out.append(metrics.hypervolume(metrics.non_dominated(pts), ref))
+    return out
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    return str(value)
+
+
+def format_markdown(data: dict[str, Any], png: str = PARETO_PNG) -> str:
+    """The report as a Markdown section: metrics, then one row per weight vector."""
+    lines = [
+        f"## Pareto front: {data['env']} ({data['objectives']} objectives)",
+        "",
+        "| metric | value |",
+        "|---|---|",
+    ]
+    for key in (
+        "cardinality", "hypervolume", "hypervolume_ci", "true_hypervolume", "eum", "igd",
+        "max_utility_loss", "ref_point", "jobs",
+    ):  # fmt: skip
+        lines.append(f"| {key} | {_fmt(data[key])} |")
+    lines += ["", "| weights | returns (mean over seeds) | seeds | on front |", "|---|---|---|---|"]
+    front = {tuple(p) for p in data["front"]}
+    for p in data["points"]:
+        on = "yes" if tuple(p["returns"]) in front else "no"
+        lines.append(f"| {_fmt(p['weights'])} | {_fmt(p['returns'])} | {p['seeds']} | {on} |")
+    lines += [f"- failed job: {f['dir']} (weights {_fmt(f['weights'])})" for f in data["failed"]]
+    lines += [f"- {note}" for note in data["notes"]]
+    lines += ["", f"![Pareto front]({png})", ""]
+    return "\n".join(lines)
+
+
+def write_report(data: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``pareto.json`` and ``pareto.png`` into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / PARETO_JSON
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+    png = plot_front(
+        data["points"],
+        data["front"],
+        data["known_front"],
+        out / PARETO_PNG,
+        title=f"{data['env']}: {data['cardinality']} non-dominated of {len(data['points'])} "
+        f"weights, HV {_fmt(data['hypervolume'])}"
+        + (f" (true {_fmt(data['true_hypervolume'])})" if data["true_hypervolume"] else ""),
+    )
+    return path, png
+
+
+def pareto_report(runs: Iterable[Any], out_dir: str | Path) -> str | None:
+    """``xdrl-report``'s hook: write ``pareto.json``/``pareto.png`` into ``out_dir`` and return
+    a Markdown section, or None when ``runs`` are not a multi-objective weight sweep."""
+    data = build_report(list(runs))
+    if data is None:
+        return None
+    write_report(data, out_dir)
+    return format_markdown(data)
+
+
+def report_sweep(sweep_dir: str | Path, out_dir: str | Path | None = None) -> str | None:
+    """Read a sweep folder's jobs and write its Pareto report (default ``<sweep>/report/``)."""
+    from xdrl.pareto.runs import read_sweep
+
+    return pareto_report(read_sweep(sweep_dir), out_dir or Path(sweep_dir) / "report")

@@ -5,10 +5,16 @@ SB3 runs in its own venv (``.bench-venv/``, created on first use with
 project's venv) through ``scripts/bench_sb3.py``; xdrl runs as ``.venv/bin/xdrl-train``
 subprocesses (``summary.json``, CSV ``timers/*``) and, for the hook-overhead and evaluation
 modes, in this process. For every seed the two frameworks run one after the other, so machine
-load hits both alike; the ratios are the figures to read.
+load hits both alike (the order rotates with the seed); the ratios are the figures to read.
+
+Modes: ``ppo-throughput`` (RL-Zoo's CartPole PPO workload: SB3, xdrl, the bare TorchRL tutorial
+loop and the lean plain-PyTorch floor of ``scripts/bench_loops.py``), ``scale`` (the same PPO
+at 8, 32 and 128 envs, 32 steps each, whole-batch steps: SB3, xdrl, the floor; ~5 min with one
+seed), ``time-to-475`` (the whole ``xdrl-train experiment=cartpole_ppo`` command against SB3
+from process start to its first eval >= 475), ``eval``, ``hook-overhead``, ``sac``, ``startup``.
 
 Usage:
-    python scripts/bench.py --mode all --seeds 3      # ~20 min on 2 quiet cores
+    python scripts/bench.py --mode all --seeds 3      # ~30 min on 2 quiet cores
     python scripts/bench.py --mode ppo-throughput --quick
 Writes ``bench-results/bench.json`` and ``bench-results/bench.md``.
 """

@@ -761,7 +761,7 @@ def markdown(results: dict[str, Any], command: str) -> str:
     lines += [
         "",
         "Per-seed figures are in bench.json. Timings are wall-clock on a shared machine; "
-        "each seed runs SB3 then xdrl back to back, so read the ratios.",
+        "each seed runs the frameworks back to back in an order rotated by seed; read the ratios.",
     ]
     return "\n".join(lines) + "\n"
 

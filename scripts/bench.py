@@ -756,6 +756,8 @@ def markdown(results: dict[str, Any], command: str) -> str:
             "< 1,536",
             s["default_run_peak_rss_mb"] < 1536,
         )
+    if lines[-1].startswith("| --- |"):  # no row: the table would be empty
+        del lines[-3:]
     if "scale" in r:
         lines += _scale_table(r["scale"])
     lines += [

@@ -1,0 +1,49 @@
+"""The plain-PyTorch PPO floor of scripts/bench_loops.py keeps xdrl's nets and GAE maths."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import torch
+
+PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench_loops.py"
+SPEC = importlib.util.spec_from_file_location("bench_loops", PATH)
+assert SPEC is not None and SPEC.loader is not None
+loops = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(loops)
+
+
+def test_actor_critic_is_the_two_mlps() -> None:
+    torch.manual_seed(0)
+    actor, critic = (
+        loops._orthogonal(loops._mlp(4, 2), 0.01),
+        loops._orthogonal(loops._mlp(4, 1), 1),
+    )
+    torch.manual_seed(0)
+    net = loops._ActorCritic()
+    obs = torch.randn(16, 4)
+    logits, value = net(obs)
+    torch.testing.assert_close(logits, actor(obs))
+    torch.testing.assert_close(value, critic(obs).squeeze(-1))
+
+
+def test_critic_pad_gets_no_gradient() -> None:
+    net = loops._ActorCritic()
+    logits, value = net(torch.randn(16, 4))
+    (logits.sum() + value.sum()).backward()
+    assert net.w3.grad is not None and net.b3.grad is not None
+    assert net.w3.grad[1, :, 1].abs().max() == 0 and net.b3.grad[1, 0, 1] == 0
+
+
+def test_gae_bootstraps_truncation_and_cuts_at_every_end() -> None:
+    rew = np.ones((3, 1), np.float32)
+    values = np.array([[1.0], [2.0], [3.0]], np.float32)
+    next_values = np.array([[2.0], [10.0], [4.0]], np.float32)
+    term = np.array([[0.0], [0.0], [1.0]], np.float32)
+    done = np.array([[0.0], [1.0], [1.0]], np.float32)  # step 1 truncated, step 2 terminated
+    adv = loops._gae(rew, term, done, values, next_values)
+    g, lam = loops.GAMMA, loops.LMBDA
+    a2 = 1 - 3.0
+    a1 = 1 + g * 10.0 - 2.0  # bootstraps from its final observation, no trace from step 2
+    a0 = (1 + g * 2.0 - 1.0) + g * lam * a1
+    np.testing.assert_allclose(adv[:, 0], [a0, a1, a2], rtol=1e-6)

@@ -58,6 +58,7 @@ def test_the_same_seed_builds_the_same_networks(make_cfg) -> None:
     [
         ("total_frames=-1", "total_frames"),
         ("num_threads=0", "num_threads"),
+        ("num_threads=banana", "num_threads"),
         ("checkpoint.keep_last=0", "checkpoint.keep_last"),
         ("algorithm.lr_schedule=cosine", "algorithm.lr_schedule"),
         ("env.num_envs=0", "env.num_envs"),

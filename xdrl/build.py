@@ -26,6 +26,7 @@ from xdrl.errors import ConfigError
 from xdrl.evaluation_history import EvaluationHistory
 from xdrl.loggers import log_config, stable_run_id
 from xdrl.speedups import cache_missing_pandas
+from xdrl.threads import available_cores, hidden_sizes, resolve_num_threads
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
     LoggingHookSet,
@@ -232,7 +233,8 @@ def build_trainer(cfg: DictConfig) -> Run:
     _check_sizes(cfg)
     seed_everything(cfg.seed)
     cache_missing_pandas()  # tensordict looks pandas up on every module call (~10% of PPO time)
-    torch.set_num_threads(_positive(cfg.num_threads, "num_threads"))
+    widths = hidden_sizes(cfg.algorithm.build)
+    torch.set_num_threads(resolve_num_threads(cfg.num_threads, widths, available_cores()))
     envs: list[Any] = []
     candidates = resume_candidates(cfg.resume, cfg.run_dir)
     resume_dir = str(resumed_run_dir(candidates[0])) if candidates else None

@@ -36,8 +36,8 @@ test-all: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(BIN)/ruff check xdrl tests scripts
-	$(BIN)/ruff format --check xdrl tests scripts
+	$(BIN)/ruff check xdrl hydra_plugins tests scripts
+	$(BIN)/ruff format --check xdrl hydra_plugins tests scripts
 	$(BIN)/mypy
 
 format: install

@@ -74,7 +74,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "": {
         "seed": (Annotated[int, Field(ge=0, le=2**32 - 1)], 0),
         "device": (str, "cpu"),
-        "num_threads": (PositiveInt, 1),
+        "num_threads": (PositiveInt | Literal["auto"], "auto"),
         "total_frames": (PositiveInt, 102_400),
         "frames_per_batch": (PositiveInt, 2048),
         "run_dir": (str, "outputs/my_run"),

@@ -86,6 +86,15 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
         "logging": (dict, "csv"),
         "eval": (dict, "default"),
         "checkpoint": (dict, "default"),
+        "pareto": (dict, "{method: grid, num_weights: 11}"),
+    },
+    "pareto": {
+        "method": (Literal["grid", "ols"], "ols"),
+        "num_weights": (Annotated[int, Field(ge=2)], 11),
+        "tolerance": (NonNegativeFloat, 1.0e-3),
+        "max_jobs": (Annotated[int, Field(ge=2)], 15),
+        "w0_range": (tuple[Fraction, Fraction], "[0.0, 1.0]"),
+        "report_dir": (str | None, "null"),
     },
     "eval": {
         "enabled": (bool, True),

@@ -47,6 +47,11 @@ BAD_VALUES = [
     # the rest of the config's keys
     ("num_threads=0", "num_threads"),
     ("num_threads=1.5", "num_threads"),
+    ("num_threads=many", "num_threads"),
+    ("pareto.method=random", "pareto.method"),
+    ("pareto.w0_range=[0.0,2.0]", "pareto.w0_range"),
+    ("pareto.num_weights=1", "pareto.num_weights"),
+    ("+algorithm.optimizer.betas=[0.9,1.5]", "algorithm.optimizer.betas"),
     ("frames_per_batch=0", "frames_per_batch"),
     ("frames_per_batch=250", "frames_per_batch"),  # not a multiple of env.num_envs=8
     ("resume=/nonexistent/run", "resume"),

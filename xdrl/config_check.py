@@ -93,7 +93,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
         "num_weights": (Annotated[int, Field(ge=2)], 11),
         "tolerance": (NonNegativeFloat, 1.0e-3),
         "max_jobs": (Annotated[int, Field(ge=2)], 15),
-        "w0_range": (tuple[Fraction, Fraction], "[0.0, 1.0]"),
+        "w0_range": (Annotated[list[Fraction], Field(min_length=2, max_length=2)], "[0.0, 1.0]"),
         "report_dir": (str | None, "null"),
     },
     "eval": {
@@ -133,7 +133,7 @@ OPTIMIZER_KEYS: dict[str, tuple[Any, Any]] = {
     "momentum": (NonNegativeFloat, 0.9),
     "alpha": (Fraction, 0.99),
     "betas": (
-        tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]],
+        Annotated[list[Annotated[float, Field(ge=0, lt=1)]], Field(min_length=2, max_length=2)],
         "[0.9, 0.999]",
     ),
     "fused": (_OPT_BOOL, "true"),

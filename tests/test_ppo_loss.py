@@ -68,3 +68,20 @@ def test_same_values_and_gradients_as_clip_ppo_loss(kwargs) -> None:
     assert len(our_grads) == len(their_grads) > 0
     for mine, ref in zip(our_grads, their_grads, strict=True):
         torch.testing.assert_close(mine, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_advantages_are_normalized_again_when_they_change() -> None:
+    batch, actor, critic = _batch_and_nets()
+    loss = LeanClipPPOLoss(actor, critic, functional=False, loss_critic_type="l2")
+    reference = ClipPPOLoss(actor, critic, functional=False, loss_critic_type="l2")
+    for module in (loss, reference):
+        module.make_value_estimator(GAE, gamma=0.98, lmbda=0.8, value_network=critic)
+    data = batch.clone()
+    with torch.no_grad():
+        loss.value_estimator(data)
+        for _ in range(2):  # the same tensor twice (whole-batch epochs), then changed in place
+            for key in ("loss_objective", "ESS", "clip_fraction"):
+                torch.testing.assert_close(
+                    loss(data)[key], reference(data)[key], rtol=1e-6, atol=1e-6
+                )
+            data.get("advantage").mul_(-2.0).add_(0.3)

@@ -27,6 +27,7 @@ from xdrl.evaluation_history import EvaluationHistory
 from xdrl.loggers import log_config, stable_run_id
 from xdrl.speedups import cache_missing_pandas
 from xdrl.threads import available_cores, hidden_sizes, resolve_num_threads
+from xdrl.trainer import XdrlTrainer
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
     LoggingHookSet,
@@ -269,7 +270,7 @@ def build_trainer(cfg: DictConfig) -> Run:
 
     # Trainer
     interactive = sys.stdout.isatty()
-    trainer = Trainer(
+    trainer = XdrlTrainer(
         collector=collector,
         total_frames=cfg.total_frames,
         frame_skip=cfg.env.frame_skip,

@@ -69,11 +69,13 @@ class CategoricalActor(ProbabilisticActor):
         return action, log_prob, logits
 
     def log_prob_entropy(
-        self, observation: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probability of ``action`` and the policy's entropy at ``observation`` (with grad)."""
+        self, observation: torch.Tensor, action: torch.Tensor, entropy: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probability of ``action`` and (``entropy=True``) the policy's entropy at
+        ``observation``, with grad; the entropy is None when not asked for."""
         log_p = self._logits(observation).log_softmax(-1)
         log_prob = log_p.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        if not entropy:
+            return log_prob, None
         clamped = log_p.clamp(min=torch.finfo(log_p.dtype).min)
-        entropy = -(clamped * log_p.exp()).sum(-1)
-        return log_prob, entropy
+        return log_prob, -(clamped * log_p.exp()).sum(-1)

@@ -60,44 +60,58 @@ class LeanClipPPOLoss(ClipPPOLoss):
         observation = tensordict.get("observation")
         prev_log_prob = tensordict.get(keys.sample_log_prob)
         if self.normalize_advantage and advantage.numel() > 1:
-            eps = torch.finfo(torch.float).resolution
-            advantage = (advantage - advantage.mean()) / advantage.std().clamp_min(eps)
+            advantage = self._normalized(advantage)
+        inv_n = 1.0 / prev_log_prob.numel()  # means as sum * 1/n: one kernel instead of two
 
         actor: CategoricalActor = self.actor_network  # type: ignore[assignment]
-        log_prob, entropy = actor.log_prob_entropy(observation, tensordict.get(keys.action))
+        log_prob, entropy = actor.log_prob_entropy(
+            observation, tensordict.get(keys.action), entropy=self.entropy_bonus
+        )
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
-        gain1 = log_weight.exp() * advantage
+        ratio = log_weight.exp()
+        gain1 = ratio * advantage
         log_weight_clip = log_weight.clamp(*self._clip_bounds)
         gain2 = log_weight_clip.exp() * advantage
         out: dict[str, torch.Tensor] = {
-            "loss_objective": -torch.minimum(gain1, gain2).mean(),
-            "clip_fraction": (log_weight_clip != log_weight).to(log_weight.dtype).mean(),
-            "kl_approx": (prev_log_prob - log_prob).detach().mean(),
+            "loss_objective": torch.minimum(gain1, gain2).sum() * -inv_n
         }
-        if self.entropy_bonus:
-            out["entropy"] = entropy.detach().mean()
-            out["loss_entropy"] = (-self.entropy_coeff * entropy).mean()
+        if self.entropy_bonus and entropy is not None:
+            out["entropy"] = entropy.detach().sum() * inv_n
+            out["loss_entropy"] = entropy.sum() * (-self.entropy_coeff * inv_n)
         if self._has_critic:
-            out.update(self._lean_critic(tensordict))
+            out.update(self._lean_critic(tensordict, inv_n))
         with torch.no_grad():
-            lw = log_weight.squeeze(-1)
-            out["ESS"] = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp() / lw.shape[0]
-            ratio = log_weight.exp()
-            out["max_ratio"] = ratio.max()
-            out["mean_ratio"] = ratio.mean()
+            out["clip_fraction"] = (log_weight_clip != log_weight).sum() * inv_n
+            out["kl_approx"] = (prev_log_prob - log_prob).sum() * inv_n
+            weights = ratio.detach()
+            total = weights.sum()
+            out["ESS"] = total * total / (weights * weights).sum() * inv_n
+            out["max_ratio"] = weights.max()
+            out["mean_ratio"] = total * inv_n
         return TensorDict(out)
 
-    def _lean_critic(self, tensordict: TensorDictBase) -> dict[str, torch.Tensor]:
+    def _normalized(self, advantage: torch.Tensor) -> torch.Tensor:
+        """Standardized advantages, computed once per advantage tensor: with whole-batch
+        minibatches every epoch passes the same, unchanged tensor."""
+        tag = (id(advantage), advantage._version, advantage.data_ptr())
+        cached = self.__dict__.get("_normalized_cache")
+        if cached is not None and cached[0] == tag and cached[1] is advantage:
+            return cached[2]
+        eps = torch.finfo(torch.float).resolution
+        normalized = (advantage - advantage.mean()) / advantage.std().clamp_min(eps)
+        self.__dict__["_normalized_cache"] = (tag, advantage, normalized)
+        return normalized
+
+    def _lean_critic(self, tensordict: TensorDictBase, inv_n: float) -> dict[str, torch.Tensor]:
         keys = self.tensor_keys
         target = tensordict.get(keys.value_target)
         value = self._critic_forward(tensordict.get("observation"))
-        out = {
-            "loss_critic": self.critic_coeff * F.mse_loss(target, value, reduction="none").mean()
-        }
+        error = target - value
+        out = {"loss_critic": (error * error).sum() * (self.critic_coeff * inv_n)}
         if self.log_explained_variance:
             with torch.no_grad():
                 eps = torch.finfo(target.dtype).eps
-                resid = torch.var(target - value, correction=0, dim=0)
+                resid = torch.var(error, correction=0, dim=0)
                 out["explained_variance"] = 1.0 - resid / (
                     torch.var(target, correction=0, dim=0) + eps
                 )

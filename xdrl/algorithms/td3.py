@@ -73,7 +73,7 @@ class DelayedActorStepper(DetachedOptimizationStepper):
         return TensorDict(
             loss_qvalue=loss_qvalue.detach(),
             loss_actor=self._last_actor_loss,
-            grad_norm=torch.tensor(grad_norm),
+            grad_norm=grad_norm.detach(),
         )
 
     def state_dict(self) -> dict[str, Any]:

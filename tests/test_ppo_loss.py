@@ -85,3 +85,15 @@ def test_advantages_are_normalized_again_when_they_change() -> None:
                     loss(data)[key], reference(data)[key], rtol=1e-6, atol=1e-6
                 )
             data.get("advantage").mul_(-2.0).add_(0.3)
+
+
+def test_an_annealed_clip_epsilon_is_used_at_once() -> None:
+    batch, actor, critic = _batch_and_nets()
+    loss = LeanClipPPOLoss(actor, critic, functional=False, loss_critic_type="l2")
+    loss.make_value_estimator(GAE, gamma=0.98, lmbda=0.8, value_network=critic)
+    data = batch.clone()
+    with torch.no_grad():
+        loss.value_estimator(data)
+        wide = loss(data)["clip_fraction"]
+        loss.clip_epsilon.fill_(0.01)  # a schedule anneals the buffer in place
+        assert loss(data)["clip_fraction"] > wide

@@ -34,8 +34,14 @@ class LeanClipPPOLoss(ClipPPOLoss):
     """
 
     def _lean(self) -> bool:
-        if "_critic_forward" not in self.__dict__:
+        """Whether the tensor-level forward applies (decided on the first call: the options
+        are constructor arguments)."""
+        if "_lean_ok" not in self.__dict__:
             self.__dict__["_critic_forward"] = MLPForward(self.critic_network.module)
+            self.__dict__["_lean_ok"] = self._lean_options()
+        return self.__dict__["_lean_ok"]
+
+    def _lean_options(self) -> bool:
         return (
             isinstance(self.actor_network, CategoricalActor)
             and not self.functional
@@ -70,7 +76,7 @@ class LeanClipPPOLoss(ClipPPOLoss):
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         ratio = log_weight.exp()
         gain1 = ratio * advantage
-        log_weight_clip = log_weight.clamp(*self._clip_bounds)
+        log_weight_clip = log_weight.clamp(*self._log_clip_bounds())
         gain2 = log_weight_clip.exp() * advantage
         out: dict[str, torch.Tensor] = {
             "loss_objective": torch.minimum(gain1, gain2).sum() * -inv_n
@@ -89,6 +95,21 @@ class LeanClipPPOLoss(ClipPPOLoss):
             out["max_ratio"] = weights.max()
             out["mean_ratio"] = total * inv_n
         return TensorDict(out)
+
+    def _log_clip_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``ClipPPOLoss._clip_bounds`` (three tensor ops), recomputed only when the
+        ``clip_epsilon`` buffer changes (a schedule may anneal it in place)."""
+        buffers = (
+            (self.clip_epsilon_low, self.clip_epsilon_high)
+            if self._asymmetric_clip
+            else (self.clip_epsilon,)
+        )
+        tag = tuple((b._version, b.data_ptr()) for b in buffers)
+        cached = self.__dict__.get("_clip_cache")
+        if cached is None or cached[0] != tag:
+            cached = (tag, self._clip_bounds)
+            self.__dict__["_clip_cache"] = cached
+        return cached[1]
 
     def _normalized(self, advantage: torch.Tensor) -> torch.Tensor:
         """Standardized advantages, computed once per advantage tensor: with whole-batch

@@ -41,8 +41,8 @@ lint: install
 	$(BIN)/mypy
 
 format: install
-	$(BIN)/ruff format xdrl tests scripts
-	$(BIN)/ruff check --fix xdrl tests scripts
+	$(BIN)/ruff format xdrl hydra_plugins tests scripts
+	$(BIN)/ruff check --fix xdrl hydra_plugins tests scripts
 
 bench: install
 	$(BIN)/python scripts/bench.py $(ARGS)

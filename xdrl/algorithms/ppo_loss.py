@@ -14,7 +14,6 @@ unchanged. Tested against ``ClipPPOLoss`` on fixed batches: same values and grad
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
 from torchrl.objectives import ClipPPOLoss
 

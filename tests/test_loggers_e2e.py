@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import imageio.v3 as iio
 import pytest
 
-from tests.conftest import SMALL, read_scalars, run_cli
+from tests.conftest import SMALL, read_scalars, read_summary, run_cli
 from tests.wandb_reader import offline_runs, read_config, read_history
 
 NAMESPACES = ("collection/agents/", "train/agents/", "counters/", "timers/", "eval/deterministic/")
@@ -98,3 +99,28 @@ def test_eval_video_is_a_playable_file(tmp_path: Path, logging: str) -> None:
     frames = iio.imread(videos[-1])
     assert frames.ndim == 4 and frames.shape[0] > 1 and frames.shape[-1] == 3
     assert frames.std() > 0  # not a blank clip
+
+
+def test_wandb_without_a_server_falls_back_to_offline(tmp_path: Path) -> None:
+    """No network (a closed port): the run trains to the end, logging offline; one warning
+    names `wandb sync` (issue 11, problem 4)."""
+    with socket.socket() as sock:  # a port nothing listens on once this closes
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    run_dir = tmp_path / "run"
+    result = run_cli(
+        [*SMALL, "logging=wandb", "logging.logger.init_timeout_s=3", f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path,
+        env={
+            "WANDB_MODE": "online",
+            "WANDB_BASE_URL": f"http://127.0.0.1:{port}",
+            "WANDB_API_KEY": "x" * 40,
+        },
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = offline_runs(run_dir)
+    output = result.stdout + result.stderr
+    assert "W&B could not start online" in output
+    assert f"wandb sync {run}" in output
+    assert read_summary(run_dir)["wandb_offline"] == str(run)
+    assert [row["_step"] for row in read_history(run)] == [0, 256, 512]

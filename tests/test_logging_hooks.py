@@ -17,6 +17,7 @@ from xdrl.trainer_hooks.logging import (
     LoggingHookSet,
     LoggingProgressMetricsHook,
     LoggingTrainingMetricsHook,
+    ProgressBarHook,
     ProgressLineHook,
     WandbFinishHook,
     WandbFlushHook,
@@ -280,7 +281,7 @@ def test_progress_line_prints_plain_lines():
     trainer = _FakeTrainer()
     line.register(trainer)
     assert [dest for dest, _ in trainer.ops] == ["setup", "post_steps_log", "shutdown"]
-    assert trainer.modules == {"logging_progress_line": line}
+    assert trainer.modules == {}  # no state: checkpoints do not depend on the terminal
     line._start()
     trainer.collected_frames = 250
     time.sleep(0.01)
@@ -294,6 +295,28 @@ def test_progress_line_prints_plain_lines():
     line._finish()  # no duplicate final line
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2 and "1,000/1,000 frames (100.0%)" in lines[1]
+
+
+def test_progress_bar_counts_from_resumed_frames_and_shows_the_return():
+    counters = LoggingCountersHook()
+    progress = LoggingProgressMetricsHook(group="agents", counters_hook=counters)
+    progress(_batch())
+    stream = io.StringIO()
+    bar = ProgressBarHook(1000, progress_hook=progress, stream=stream, max_width=80)
+    trainer = _FakeTrainer()
+    bar.register(trainer)
+    assert [dest for dest, _ in trainer.ops] == ["setup", "post_steps_log", "shutdown"]
+    assert trainer.modules == {}
+    trainer.collected_frames = 250  # resumed here
+    bar._open()
+    assert bar.bar.n == 250
+    trainer.collected_frames = 1000
+    bar(None)
+    bar._close()
+    last = stream.getvalue().split("\r")[-1].strip()
+    assert last.startswith("100%|") and "1.00k/1.00k" in last and "R 4.7" in last, last
+    assert len(last) <= 80
+    assert bar.bar is None
 
 
 def test_progress_line_waits_for_interval():

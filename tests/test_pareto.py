@@ -325,3 +325,6 @@ def test_a_weight_vector_of_the_wrong_length_fails_its_job_and_the_sweep_reports
     data = _assert_report(sweep_dir, num_points=2)
     assert [f["weights"] for f in data["failed"]] == [[1.0, 0.0, 0.0]]
     assert "failed job" in result.stdout and "1 of 3 jobs failed" in result.stderr
+    table = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    (failed,) = [job for job in table["jobs"] if job["status"] == "failed"]
+    assert "has 2 objectives but 3 weights were given" in failed["error"]  # the one-line reason

@@ -80,8 +80,13 @@ def test_table_marks_failed_missing_and_corrupt_jobs(tmp_path: Path) -> None:
         "eval": {"eval/a": 1.5, "eval/objective": 10.0},
     }
     _fake_job(tmp_path, 0, json.dumps(ok), ["seed=0", "+total_frames=512"])
-    _fake_job(tmp_path, 1, json.dumps({**ok, "status": "failed", "eval": {}}), ["seed=1"])
+    failed = {**ok, "status": "failed", "eval": {}, "error": "ValueError: nan in the loss"}
+    _fake_job(tmp_path, 1, json.dumps(failed), ["seed=1"])
     _fake_job(tmp_path, 2, None, ["seed=2"])
+    (tmp_path / "2_seed=2" / "xdrl_train.log").write_text(
+        "[2026-11-23 08:00:00,000][xdrl][ERROR] - config error: seed: too small; set seed>=0\n"
+        "Traceback (most recent call last):\n"
+    )
     _fake_job(tmp_path, 10, "{not json", ["seed=10"])
     (tmp_path / ".submitit" / "7_3").mkdir(parents=True)
     (tmp_path / ".submitit" / "7_3" / "7_3_submitted.pkl").write_bytes(b"")
@@ -95,7 +100,9 @@ def test_table_marks_failed_missing_and_corrupt_jobs(tmp_path: Path) -> None:
     ]
     assert data.metric_keys() == ["eval/objective", "eval/a"]
     table = format_table(data)
-    assert "no summary.json" in table and "unreadable summary.json" in table
+    assert "(ValueError: nan in the loss)" in table  # each failed job's one-line reason
+    assert "(config error: seed: too small; set seed>=0)" in table  # from its log: no summary
+    assert "unreadable summary.json" in table
     assert "1/4 jobs completed" in table
 
 

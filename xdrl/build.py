@@ -31,6 +31,7 @@ from xdrl.trainer import XdrlTrainer
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
     LoggingHookSet,
+    ProgressBarHook,
     ProgressLineHook,
     WandbFinishHook,
     WandbFlushHook,
@@ -283,7 +284,7 @@ def build_trainer(cfg: DictConfig) -> Run:
         logger=logger,
         clip_grad_norm=cfg.algorithm.max_grad_norm is not None,
         clip_norm=cfg.algorithm.max_grad_norm,
-        progress_bar=interactive,
+        progress_bar=False,  # xdrl's ProgressBarHook draws the terminal's bar
         num_epochs=parts.num_epochs,
         log_interval=0,
         auto_log_optim_steps=False,
@@ -314,7 +315,9 @@ def build_trainer(cfg: DictConfig) -> Run:
     schedule = _lr_schedule(cfg, optimizer)
     if schedule is not None:
         schedule.register(trainer)
-    if not interactive:
+    if interactive:
+        ProgressBarHook(cfg.total_frames, progress_hook=hook_set.progress_hook).register(trainer)
+    else:
         ProgressLineHook(
             cfg.total_frames,
             interval_s=cfg.logging.progress_interval_s,

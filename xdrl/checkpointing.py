@@ -57,6 +57,16 @@ class CorruptCheckpoint(Exception):
         self.path = path
 
 
+# Trainer modules that logging, evaluation and progress settings add or leave out: a checkpoint
+# without them still resumes (they start afresh), whatever the settings it was written with.
+OPTIONAL_COMPONENTS = (
+    "logger",
+    "trainer_module.logging_",
+    "trainer_module.evaluation_history",
+    "trainer_module.wandb_",
+)
+
+
 class VerifiedCheckpoint(Checkpoint):
     """TorchRL's ``Checkpoint`` whose saves carry checksums (and the run's config) and whose loads
     verify them first: a damaged checkpoint raises :class:`CorruptCheckpoint` before anything loads.
@@ -94,11 +104,22 @@ class VerifiedCheckpoint(Checkpoint):
         return destination
 
     def load(self, path: str | Path, **kwargs: Any) -> Any:
-        """Verify every file of ``path`` against its checksum, then load through TorchRL."""
+        """Verify every file of ``path`` against its checksum, then load through TorchRL.
+
+        Components that only logging, evaluation or progress settings add (names starting with
+        one of :data:`OPTIONAL_COMPONENTS`) may be absent from the checkpoint: they start afresh
+        with one log line, so a run saved with ``eval=none`` or ``logging=none`` resumes with
+        other settings. Anything else that is missing still fails the load.
+        """
         if Path(path) != self._verified:
             verify(Path(path))
         self._verified = None
-        return super().load(path, **kwargs)
+        requested = set(kwargs.pop("components", None) or self.components)
+        saved = set(self.manifest(self._local_path(path))["components"])
+        fresh = {n for n in requested - saved if n.startswith(OPTIONAL_COMPONENTS)}
+        if fresh:
+            log.info("Checkpoint %s has no state for %s: starting them afresh", path, sorted(fresh))
+        return super().load(path, components=sorted(requested - fresh), **kwargs)
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -115,6 +115,8 @@ class WandbLogger(_TorchRLWandbLogger):
         mode: ``online``, ``offline`` or ``disabled``; None lets ``WANDB_MODE`` decide.
         id: run id; None derives it from ``save_dir``.
         video_fps: default frames per second of videos.
+        init_timeout_s: how long an online start may wait for the server; past it (or on any
+            connection error) the run logs offline, with one warning naming ``wandb sync``.
 
     Example:
         >>> logger = WandbLogger("ppo_cartpole", save_dir="outputs/run", mode="offline")
@@ -131,6 +133,7 @@ class WandbLogger(_TorchRLWandbLogger):
         mode: str | None = None,
         id: str | None = None,  # noqa: A002 - wandb's own argument name
         video_fps: int = 30,
+        init_timeout_s: float = 15.0,
     ) -> None:
         if importlib.util.find_spec("wandb") is None:
             raise ConfigError("logging", "logging=wandb needs wandb: pip install 'xdrl[wandb]'")
@@ -140,6 +143,8 @@ class WandbLogger(_TorchRLWandbLogger):
         os.makedirs(save_dir, exist_ok=True)
         # Offline runs reach disk every 15 s by default; a preempted job would lose more rows.
         os.environ.setdefault("WANDB_X_TRANSACTION_LOG_FLUSH_INTERVAL", "2")
+        self.init_timeout_s = float(init_timeout_s)
+        self.offline_fallback: str | None = None  # the offline run dir after a fallback
         self._step_file = Path(save_dir) / _WANDB_STEP_FILE
         self._resumed_step = _read_int(self._step_file)
         self._written_step = self._resumed_step
@@ -153,6 +158,34 @@ class WandbLogger(_TorchRLWandbLogger):
             **kwargs,
         )
 
+    def _create_experiment(self) -> Any:
+        """``wandb.init`` with a bounded online attempt; offline when the server is unreachable
+        (cluster nodes often have no internet): the run goes on and can be uploaded later."""
+        import wandb
+
+        mode = self._wandb_kwargs.get("mode") or os.environ.get("WANDB_MODE", "online")
+        if mode not in ("online", "run"):
+            return super()._create_experiment()
+        self._wandb_kwargs["settings"] = wandb.Settings(init_timeout=self.init_timeout_s)
+        try:
+            return super()._create_experiment()
+        except Exception as err:  # noqa: BLE001 - any failure to start online: go offline
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        wandb.teardown()  # the service still holds the failed online run's id
+        self._wandb_kwargs["mode"] = "offline"
+        self._wandb_kwargs["settings"] = wandb.Settings()
+        run = super()._create_experiment()
+        self.offline_fallback = str(Path(run.dir).parent)
+        log.warning(
+            "W&B could not start online within %.0f s (%s): logging offline to %s; "
+            "upload it later with `wandb sync %s`",
+            self.init_timeout_s,
+            reason,
+            self.offline_fallback,
+            self.offline_fallback,
+        )
+        return run
+
     def log_scalar(
         self, name: str, value: float, step: int | None = None, commit: bool = False, **_: Any
     ) -> None:
@@ -164,7 +197,17 @@ class WandbLogger(_TorchRLWandbLogger):
             if step > self._written_step:
                 self._written_step = int(step)
                 self._step_file.write_text(str(step))
-        self.experiment.log({name: value}, step=step, commit=commit)
+        self._log({name: value}, step=step, commit=commit)
+
+    def _log(self, row: dict[str, Any], **kwargs: Any) -> None:
+        """``run.log`` that never stops training: a failure is one warning (the first only);
+        CSV-free runs still have summary.json and evaluations.jsonl."""
+        try:
+            self.experiment.log(row, **kwargs)
+        except Exception as err:  # noqa: BLE001 - W&B failing mid-run must not kill training
+            if not getattr(self, "_log_failed", False):
+                self._log_failed = True
+                log.warning("W&B logging failed (%s); training goes on without it", err)
 
     def log_video(self, name: str, video: Tensor, **kwargs: Any) -> None:
         """Add an mp4 video ([N,] T, C, H, W, uint8) to the row of ``step``."""
@@ -172,7 +215,7 @@ class WandbLogger(_TorchRLWandbLogger):
 
         step = kwargs.pop("step", None)
         fps = kwargs.pop("fps", self.video_fps)
-        self.experiment.log(
+        self._log(
             {name: wandb.Video(video.cpu().numpy(), fps=fps, format="mp4")}, step=step, commit=False
         )
 

@@ -122,6 +122,12 @@ def _as_io_error(err: BaseException) -> OSError | None:
     return OSError(int(match["errno"]), match["what"], match["path"])
 
 
+def _one_line(err: BaseException) -> str:
+    """``Type: first line of the message``, for summary.json and the sweep table."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
 def _io_error_line(err: OSError, run_dir: str) -> str:
     """``No space left on device: <path>``: what went wrong, naming the path."""
     where = err.filename or f"a file under {run_dir}"
@@ -165,10 +171,14 @@ def _run(cfg: DictConfig) -> float | None:
     except (OSError, RuntimeError) as err:  # a full disk, a lost mount: one line, trace in the log
         io_error = _as_io_error(err)
         if io_error is None:
+            error = _one_line(err)
             raise
         error = _io_error_line(io_error, cfg.run_dir)
         _trace_to_log_files(err)
         raise RunError(error) from err
+    except Exception as err:
+        error = _one_line(err)  # summary.json and the sweep table say why
+        raise
     finally:
         eval_metrics = _last_eval_metrics(run_)
         frames = int(trainer.collected_frames)
@@ -190,6 +200,9 @@ def _run(cfg: DictConfig) -> float | None:
             summary["resumed_from"] = run_.resumed_from
         if error is not None:
             summary["error"] = error
+        offline = getattr(run_.logger, "offline_fallback", None)
+        if offline:
+            summary["wandb_offline"] = offline  # W&B could not reach its server: `wandb sync` it
         _close(cfg.run_dir, run_, summary)
     if stop.interrupted:
         saved = (

@@ -112,18 +112,33 @@ def read_job(job_dir: Path, hide_keys: set[str] | frozenset[str] = frozenset()) 
     try:
         summary = _read_json(job_dir / SUMMARY_FILE)
     except FileNotFoundError:
-        row.error = f"no {SUMMARY_FILE}"
+        row.error = _logged_error(job_dir) or f"no {SUMMARY_FILE}"
         return row
     except Exception as err:  # noqa: BLE001 - never let one bad job hide the others
         row.error = f"unreadable {SUMMARY_FILE}: {err}"
         return row
     row.status = str(summary.get("status", "failed"))
+    row.error = summary.get("error")
     row.total_frames = summary.get("total_frames")
     row.wall_time_s = summary.get("wall_time_s")
     row.resumed_from = summary.get("resumed_from")
     evals = summary.get("eval") or {}
     row.metrics = {k: float(v) for k, v in evals.items() if isinstance(v, int | float)}
     return row
+
+
+def _logged_error(job_dir: Path) -> str | None:
+    """The last error line of a job's Hydra log (a config error stops a job before it writes
+    ``summary.json``), without its time stamp and logger name."""
+    for log_file in sorted(job_dir.glob("*.log")):
+        try:
+            lines = log_file.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in reversed(lines):
+            if "][ERROR]" in line:
+                return line.split("] - ", 1)[-1].strip()
+    return None
 
 
 def find_job_dirs(sweep_dir: Path) -> list[Path]:

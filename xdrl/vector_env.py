@@ -82,7 +82,12 @@ class VectorGymEnv(EnvBase):
     ) -> None:
         if env_id not in gymnasium.envs.registry:
             import mo_gymnasium  # noqa: F401  (registers the MO-Gymnasium ids)
-        envs = [gymnasium.make(env_id, **dict(make_kwargs or {})) for _ in range(num_envs)]
+        kwargs = dict(make_kwargs or {})
+        if str(gymnasium.envs.registry[env_id].entry_point).startswith("mo_gymnasium"):
+            # gymnasium's passive checker warns that a vector reward is not a float on every
+            # run; MO-Gymnasium's envs return one by design.
+            kwargs.setdefault("disable_env_checker", True)
+        envs = [gymnasium.make(env_id, **kwargs) for _ in range(num_envs)]
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
         self.env_id = env_id
         self.frame_skip = int(frame_skip)

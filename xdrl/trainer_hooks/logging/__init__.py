@@ -24,7 +24,7 @@ from .counters import LoggingCountersHook
 from .evaluation import LoggingEvaluationMetricsHook
 from .evaluation_set import LoggingEvaluationHookSet
 from .hook_set import LoggingHookSet
-from .progress import LoggingProgressMetricsHook, ProgressLineHook
+from .progress import LoggingProgressMetricsHook, ProgressBarHook, ProgressLineHook
 from .training import LoggingTrainingMetricsHook
 from .wandb_hooks import WandbFinishHook, WandbFlushHook
 
@@ -41,6 +41,7 @@ __all__ = [
     "LoggingHookSet",
     "LoggingProgressMetricsHook",
     "LoggingTrainingMetricsHook",
+    "ProgressBarHook",
     "ProgressLineHook",
     "WandbFinishHook",
     "WandbFlushHook",

@@ -221,7 +221,7 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
         done = rollout.get(DEFAULT_DONE_KEY).reshape(n, steps, -1).any(-1)
         ended = done.any(1)
         last = torch.where(ended, done.float().argmax(1), steps - 1)
-        valid = torch.arange(steps).unsqueeze(0) <= last.unsqueeze(1)
+        valid = torch.arange(steps, device=last.device).unsqueeze(0) <= last.unsqueeze(1)
         reward = rollout.get(self.reward_key or DEFAULT_REWARD_KEY).reshape(n, steps, -1)
         returns = (reward.double() * valid.unsqueeze(-1)).sum(1)
         base = f"{self._base}/{REWARD_SUBKEY}"
@@ -231,7 +231,8 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
         objectives = returns if returns.shape[-1] > 1 else None
         episode_reward = rollout.get(DEFAULT_EPISODE_REWARD_KEY, None)
         if episode_reward is not None and episode_reward.shape[-1] > 1:
-            objectives = episode_reward.reshape(n, steps, -1)[torch.arange(n), last]
+            rows = torch.arange(n, device=last.device)
+            objectives = episode_reward.reshape(n, steps, -1)[rows, last]
         if objectives is not None:
             out.update(_per_objective(base, EPISODE_REWARD_NAME, objectives, self.reduce_stats))
         out[f"{self._base}/{EPISODE_LEN_NAME}"] = float((last + 1).double().mean().item())

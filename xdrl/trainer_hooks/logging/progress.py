@@ -1,8 +1,10 @@
-"""Progress reporting: values for TorchRL's tqdm bar, and plain lines for non-terminals."""
+"""Progress reporting: a one-line bar for terminals, plain lines for logs and batch jobs."""
 
 from __future__ import annotations
 
 import datetime
+import logging
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -214,10 +216,98 @@ class ProgressLineHook(TrainerHookBase):
         trainer.register_op("setup", self._start)
         trainer.register_op("post_steps_log", self)
         trainer.register_op("shutdown", self._finish)
-        trainer.register_module(name, self)
+        del name  # no state to checkpoint: a run's checkpoints do not depend on its terminal
 
-    def state_dict(self) -> dict[str, Any]:
-        return {}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        del state_dict
+# Fits 80 columns with a bar of ~20 cells:
+# " 45%|████▌     | 18.4k/41.0k [00:05<00:07, 3.21k frames/s, R 212.5]"
+_BAR_FORMAT = (
+    "{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+)
+
+
+class ProgressBarHook(TrainerHookBase):
+    """A one-line progress bar for terminals: frames, percent, elapsed, ETA, frames per second
+    and the latest episode return, at most ``max_width`` columns wide.
+
+    Replaces TorchRL's bar (``Trainer(progress_bar=True)``), whose description lists every
+    ``log_pbar`` key by its full name (wider than a terminal, so each update wraps onto a new
+    line) and which log lines print through. Here the run's log lines go above the bar (tqdm's
+    ``logging_redirect_tqdm``), a resumed run's bar starts at its resumed frames, and the bar
+    is closed once at the end, leaving one final line.
+
+    Args:
+        total_frames: frame budget of the run.
+        progress_hook: where the latest episode return is read from (optional).
+        stream: where the bar is drawn; None means the current ``sys.stdout``.
+        max_width: the widest the bar gets, whatever the terminal's width.
+
+    Example:
+        >>> ProgressBarHook(100_000, progress_hook=hooks.progress_hook).register(trainer)
+    """
+
+    def __init__(
+        self,
+        total_frames: int,
+        *,
+        progress_hook: LoggingProgressMetricsHook | None = None,
+        stream: TextIO | None = None,
+        max_width: int = 80,
+    ) -> None:
+        self.total_frames = int(total_frames)
+        self.progress_hook = progress_hook
+        self.stream = stream
+        self.max_width = int(max_width)
+        self.trainer: Trainer | None = None
+        self.bar: Any = None
+        self._redirect: Any = None
+
+    def _frames(self) -> int:
+        return int(self.trainer.collected_frames) if self.trainer is not None else 0
+
+    def _open(self) -> None:
+        from tqdm import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        if self.bar is not None:
+            return
+        stream = self.stream if self.stream is not None else sys.stdout
+        self.bar = tqdm(
+            total=self.total_frames,
+            initial=self._frames(),
+            unit=" frames",
+            unit_scale=True,
+            ncols=min(shutil.get_terminal_size().columns, self.max_width),
+            bar_format=_BAR_FORMAT,
+            file=stream,
+            mininterval=0.5,
+        )
+        self._redirect = logging_redirect_tqdm(loggers=[logging.getLogger()])
+        self._redirect.__enter__()
+
+    def __call__(self, *_args: Any) -> None:
+        if self.bar is None:
+            self._open()
+        self._set_return()
+        self.bar.update(self._frames() - self.bar.n)
+
+    def _set_return(self) -> None:
+        reward = self.progress_hook.last_episode_reward if self.progress_hook else None
+        if reward is not None:
+            self.bar.set_postfix_str(f"R {reward:.1f}", refresh=False)
+
+    def _close(self) -> None:
+        if self.bar is None:
+            return
+        self._set_return()
+        self.bar.n = self._frames()
+        self.bar.close()  # draws the final bar once
+        self._redirect.__exit__(None, None, None)
+        self.bar = self._redirect = None
+
+    def register(self, trainer: Trainer, name: str = "logging_progress_bar") -> None:
+        self.trainer = trainer
+        trainer.register_op("setup", self._open)
+        trainer.register_op("post_steps_log", self)
+        trainer.register_op("shutdown", self._close)
+        del name  # no state to checkpoint: a run's checkpoints do not depend on its terminal

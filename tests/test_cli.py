@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -94,15 +93,20 @@ def test_misspelt_key_or_option_is_one_line_with_a_suggestion(
 
 
 @pytest.mark.parametrize("flag", ["--help", "--cfg=job", "--info"])
-def test_fast_startup_commands(flag: str, tmp_path: Path) -> None:
-    start = time.perf_counter()
-    result = run_cli([flag], cwd=tmp_path, timeout=60)
-    elapsed = time.perf_counter() - start
-    assert result.returncode == 0, result.stderr
+def test_fast_startup_commands_import_no_heavy_library(flag: str, tmp_path: Path) -> None:
+    """What makes these commands fast, checked without a clock (the suite runs on busy
+    machines; scripts/bench_startup.py measures the time): Python's own import log of the
+    real command names no torch, torchrl or wandb module."""
+    result = run_cli([flag], cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"}, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
     assert "env" in result.stdout
-    assert (
-        elapsed < 5
-    )  # the README's figure is measured by scripts/bench_startup.py; this guards imports
+    imported = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "hydra" in imported  # the log is there
+    assert not imported & {"torch", "torchrl", "tensordict", "wandb"}
 
 
 def test_help_does_not_import_heavy_libraries() -> None:

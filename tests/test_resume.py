@@ -75,8 +75,11 @@ def _last_logged_step(run_dir: Path) -> int:
 def _kill_after_logging_past_a_checkpoint(args: list[str], cwd: Path, run_dir: Path) -> None:
     """SIGKILL once the run has logged steps past its latest checkpoint: the restart must neither
     write those steps twice nor anything else in their place (the old race: killed at a
-    checkpoint on a quiet machine, a little later on a busy one)."""
-    proc = _start(args, cwd)
+    checkpoint on a quiet machine, a little later on a busy one). The killed run has a budget
+    it cannot finish before the kill, however busy the machine; the restart finishes the small
+    one."""
+    big = [a for a in args if not a.startswith("total_frames=")] + ["total_frames=1000000"]
+    proc = _start(big, cwd)
 
     def logged_past_a_checkpoint() -> bool:
         found = _checkpoints(run_dir)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import random
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +23,7 @@ from xdrl.config_check import check_config
 from xdrl.envs import reward_weights_of
 from xdrl.errors import ConfigError
 from xdrl.evaluation_history import EvaluationHistory
-from xdrl.loggers import log_config, stable_run_id
-from xdrl.speedups import cache_missing_pandas
-from xdrl.threads import available_cores, hidden_sizes, resolve_num_threads
+from xdrl.loggers import WandbLogger, log_config, stable_run_id
 from xdrl.trainer import XdrlTrainer
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
@@ -230,13 +227,14 @@ def _resolved(cfg: DictConfig) -> dict[str, Any]:
     return {str(k): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}
 
 
-def build_trainer(cfg: DictConfig) -> Run:
-    """Turn the composed config into a ready-to-train TorchRL Trainer with xdrl's hooks."""
+def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
+    """Turn the composed config into a ready-to-train TorchRL Trainer with xdrl's hooks.
+
+    ``interactive``: stdout is a terminal (a progress bar rather than plain progress lines).
+    Process-wide settings (threads, ...) are the entry point's: :func:`xdrl.process.setup_process`.
+    """
     _check_sizes(cfg)
     seed_everything(cfg.seed)
-    cache_missing_pandas()  # tensordict looks pandas up on every module call (~10% of PPO time)
-    widths = hidden_sizes(cfg.algorithm.build)
-    torch.set_num_threads(resolve_num_threads(cfg.num_threads, widths, available_cores()))
     envs: list[Any] = []
     candidates = resume_candidates(cfg.resume, cfg.run_dir)
     resume_dir = str(resumed_run_dir(candidates[0])) if candidates else None
@@ -270,7 +268,6 @@ def build_trainer(cfg: DictConfig) -> Run:
         )
 
     # Trainer
-    interactive = sys.stdout.isatty()
     trainer = XdrlTrainer(
         collector=collector,
         total_frames=cfg.total_frames,
@@ -323,7 +320,7 @@ def build_trainer(cfg: DictConfig) -> Run:
             interval_s=cfg.logging.progress_interval_s,
             progress_hook=hook_set.progress_hook,
         ).register(trainer)
-    is_wandb = type(logger).__name__ == "WandbLogger"
+    is_wandb = isinstance(logger, WandbLogger)
     WandbFlushHook(enabled=is_wandb).register(trainer)
     WandbFinishHook(enabled=is_wandb).register(trainer)
 

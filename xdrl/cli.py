@@ -6,7 +6,6 @@ Nothing heavy is imported at module level, so ``--help`` and ``--cfg job`` retur
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from importlib.resources import files
 
@@ -65,13 +64,12 @@ def train(cfg: DictConfig) -> float | None:
     from xdrl.config_check import check_config
     from xdrl.errors import ConfigError, RunError
 
-    logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
     try:
         check_config(cfg)  # every value, before torch is imported (multirun jobs get it here)
+        from xdrl.process import setup_process
         from xdrl.run import run
 
-        _plain_torchrl_logging()
-        return run(cfg)
+        return run(cfg, setup_process(cfg))
     except RunError as err:  # the traceback is in the run's log
         print(f"xdrl-train: error: {err}", file=sys.stderr)
         if _in_multirun():
@@ -83,17 +81,6 @@ def train(cfg: DictConfig) -> float | None:
         if _in_multirun():  # fail this job only; the sweep goes on and reports it
             raise RuntimeError(f"config error: {err}") from None
         raise SystemExit(2) from None
-
-
-def _plain_torchrl_logging() -> None:
-    """TorchRL's logger prints its own green ANSI lines to stdout, even into files, and skips
-    the run's log; send its warnings through the run's handlers instead (its INFO lines, such as
-    "Initialized LazyTensorStorage", say nothing to a user). ``RL_LOGGING_LEVEL`` still rules."""
-    torchrl_log = logging.getLogger("torchrl")
-    for handler in list(torchrl_log.handlers):
-        torchrl_log.removeHandler(handler)
-    torchrl_log.propagate = True
-    torchrl_log.setLevel(os.environ.get("RL_LOGGING_LEVEL", "WARNING"))
 
 
 def _log_trace_to_file(err: BaseException) -> None:

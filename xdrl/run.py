@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from xdrl.build import Run, build_trainer
 from xdrl.errors import RunError
+from xdrl.process import ProcessSettings
 from xdrl.run_lock import RunDirLock
 
 log = logging.getLogger(__name__)
@@ -143,16 +144,19 @@ def _trace_to_log_files(err: BaseException) -> None:
             handler.handle(record)
 
 
-def run(cfg: DictConfig) -> float | None:
-    """Train the run ``cfg`` describes, holding its run dir, and return ``cfg.objective``."""
+def run(cfg: DictConfig, process: ProcessSettings | None = None) -> float | None:
+    """Train the run ``cfg`` describes, holding its run dir, and return ``cfg.objective``.
+
+    ``process``: what the entry point's :func:`~xdrl.process.setup_process` decided (None: a
+    non-terminal process, as in tests)."""
     with RunDirLock(cfg.run_dir):
-        return _run(cfg)
+        return _run(cfg, interactive=process.interactive if process is not None else False)
 
 
-def _run(cfg: DictConfig) -> float | None:
+def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
     """Train the run ``cfg`` describes and return ``cfg.objective`` from the final metrics."""
     start = time.perf_counter()
-    run_ = build_trainer(cfg)
+    run_ = build_trainer(cfg, interactive=interactive)
     trainer = run_.trainer
     start_frames = int(trainer.collected_frames)
     train_start: float | None = None

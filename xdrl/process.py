@@ -1,0 +1,53 @@
+"""Process-wide set-up for one ``xdrl-train`` process, done once by the entry point.
+
+Builders stay free of side effects on the process (tests call them directly); everything that
+changes the interpreter, torch or logging for the whole process is here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+
+from omegaconf import DictConfig
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    """What :func:`setup_process` decided, for the builders to read."""
+
+    num_threads: int
+    interactive: bool  # stdout is a terminal: a progress bar instead of plain progress lines
+
+
+def setup_process(cfg: DictConfig) -> ProcessSettings:
+    """Set the torch thread count, tensordict's pandas lookup, TorchRL's log routing and the
+    logging error policy, and read whether stdout is a terminal."""
+    import torch
+
+    from xdrl.speedups import cache_missing_pandas
+    from xdrl.threads import available_cores, hidden_sizes, resolve_num_threads
+
+    logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
+    cache_missing_pandas()  # tensordict looks pandas up on every module call (~10% of PPO time)
+    threads = resolve_num_threads(
+        cfg.num_threads, hidden_sizes(cfg.algorithm.build), available_cores()
+    )
+    torch.set_num_threads(threads)
+    plain_torchrl_logging()
+    return ProcessSettings(num_threads=threads, interactive=sys.stdout.isatty())
+
+
+def plain_torchrl_logging() -> None:
+    """TorchRL's logger prints its own green ANSI lines to stdout, even into files, and skips
+    the run's log; send its warnings through the run's handlers instead (its INFO lines, such as
+    "Initialized LazyTensorStorage", say nothing to a user). ``RL_LOGGING_LEVEL`` still rules."""
+    import torchrl  # noqa: F401 - its logger is set up on import; reroute it after
+
+    torchrl_log = logging.getLogger("torchrl")
+    for handler in list(torchrl_log.handlers):
+        torchrl_log.removeHandler(handler)
+    torchrl_log.propagate = True
+    torchrl_log.setLevel(os.environ.get("RL_LOGGING_LEVEL", "WARNING"))

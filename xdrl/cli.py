@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 from importlib.resources import files
+from typing import NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -177,10 +178,53 @@ def _register_plugins() -> None:
 
 
 def main() -> None:
-    """Console script: a fast ``--help``; single runs get their overrides and every value checked
-    first, so a typo or a bad value is one line on stderr (exit 2) and no run dir is made;
-    everything else goes through Hydra."""
-    args = sys.argv[1:]
+    """Console script: :func:`run_command`, then :func:`exit_without_teardown` once torch is
+    loaded (an uncaught exception still ends the usual way, with its traceback)."""
+    try:
+        run_command(sys.argv[1:])
+    except SystemExit as err:
+        code = err.code
+    else:
+        code = 0
+    if "torch" not in sys.modules or sys.getprofile() or sys.gettrace():  # profilers write at exit
+        raise SystemExit(code)
+    exit_without_teardown(code)
+
+
+def exit_without_teardown(code: int | str | None) -> NoReturn:
+    """End the process as ``sys.exit(code)`` would, minus the interpreter's module teardown.
+
+    With torch, TorchRL and torch._dynamo loaded, Python's finalization (freeing every module
+    and object one by one) took 1-2.5 s after the run had written everything (measured here:
+    `import xdrl.build` then exit, 2.1 s from the last atexit handler to the process's end on 2
+    busy cores; ~1 s quiet), a tenth of a CartPole run. Everything a normal exit does that
+    matters is done first: non-daemon threads joined, atexit handlers run (sweep summaries,
+    logging's flush and close), stdout and stderr flushed; then ``os._exit``.
+    """
+    import atexit
+    import os
+    import threading
+
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or a full disk: nothing left to save
+            pass
+    os._exit(code or 0)
+
+
+def run_command(args: list[str]) -> None:
+    """A fast ``--help``; single runs get their overrides and every value checked first, so a
+    typo or a bad value is one line on stderr (exit 2) and no run dir is made; everything else
+    goes through Hydra."""
     if "--help" in args or "-h" in args:
         print(_fast_help([a for a in args if a not in ("--help", "-h")]))
         return

@@ -435,6 +435,7 @@ def hook_overhead(seeds: list[int], quick: bool) -> dict[str, Any]:
     from omegaconf import open_dict
 
     from xdrl.build import build_trainer
+    from xdrl.process import setup_process
 
     frames = 5_120 if quick else 10_240
     reps = max(3, len(seeds))
@@ -457,6 +458,7 @@ def hook_overhead(seeds: list[int], quick: bool) -> dict[str, Any]:
             run_dir = tempfile.mkdtemp(prefix="xdrl-hooks-")
             with open_dict(cfg):
                 cfg.run_dir, cfg.exp_name = run_dir, "bench"
+            setup_process(cfg)  # threads and tensordict's pandas lookup, as xdrl-train sets them
             run = build_trainer(cfg)
             if variant == "without_hooks":
                 _hookless(run.trainer)

@@ -65,6 +65,7 @@ def swapped(variant: str) -> Iterator[None]:
 
 def run_once(variant: str, seed: int, frames: int) -> float:
     """Train one variant in process; its frames/s from summary.json."""
+    from xdrl.process import setup_process
     from xdrl.run import run
 
     run_dir = Path(tempfile.mkdtemp(prefix=f"xdrl-ablation-{variant}-"))
@@ -80,6 +81,7 @@ def run_once(variant: str, seed: int, frames: int) -> float:
     ]
     with initialize_config_module("xdrl.conf", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
+    setup_process(cfg)  # threads and tensordict's pandas lookup, as xdrl-train sets them
     with swapped(variant):
         run(cfg)
     return float(json.loads((run_dir / "summary.json").read_text())["frames_per_second"])

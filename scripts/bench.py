@@ -488,7 +488,21 @@ def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
     warmup = 512
     rows = []
     for seed in seeds:
-        s = sb3("sac", seed, "--frames", str(frames), "--learning-starts", str(warmup))
+        # Target 3 compares with SB3 at its better of 1 and 2 torch threads.
+        by_threads = {
+            n: sb3(
+                "sac",
+                seed,
+                "--frames",
+                str(frames),
+                "--learning-starts",
+                str(warmup),
+                "--threads",
+                str(n),
+            )["frames_per_second"]
+            for n in (1, 2)
+        }
+        s = {"frames_per_second": max(by_threads.values())}
         x = xdrl(
             [
                 "env=pendulum",
@@ -508,6 +522,8 @@ def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
             {
                 "seed": seed,
                 "sb3_fps": s["frames_per_second"],
+                "sb3_fps_1_thread": by_threads[1],
+                "sb3_fps_2_threads": by_threads[2],
                 "xdrl_fps": x["frames_per_second"],
                 "torch_loop_fps": floor,
                 "ratio": x["frames_per_second"] / s["frames_per_second"],
@@ -520,7 +536,7 @@ def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
         "warmup_frames": warmup,
         "runs": rows,
         **_medians(rows),
-        "target": ">= 1.5",
+        "target": ">= 1.0 (SB3 at its better of 1 and 2 threads; xdrl at its defaults)",
         "workload": "Pendulum-v1, 1 env, UTD 1, batch 256, 256x256 nets, "
         f"{warmup} random warm-up frames",
     }
@@ -715,12 +731,12 @@ def markdown(results: dict[str, Any], command: str) -> str:
         s = r["sac"]
         if "ratio" in s:
             row(
-                "SAC Pendulum frames/s (UTD 1, batch 256, 256x256)",
+                "SAC Pendulum frames/s (UTD 1, batch 256, 256x256; SB3 best of 1/2 threads)",
                 _fmt(s["sb3_fps"], 0),
                 _fmt(s["xdrl_fps"], 0),
                 _fmt(s["ratio"]),
-                ">= 1.5",
-                s["ratio"] >= 1.5,
+                ">= 1.0",
+                s["ratio"] >= 1.0,
             )
             row(
                 "same SAC workload, hand-written PyTorch + gymnasium loop (the floor) frames/s",
@@ -731,7 +747,7 @@ def markdown(results: dict[str, Any], command: str) -> str:
                 None,
             )
         else:
-            row("SAC Pendulum frames/s", "-", "-", "-", ">= 1.5", None)
+            row("SAC Pendulum frames/s", "-", "-", "-", ">= 1.0", None)
     if "startup" in r:
         s = r["startup"]
         row(

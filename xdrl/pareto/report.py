@@ -58,9 +58,13 @@ def _ref_point(runs: Sequence[Any]) -> list[float] | None:
 def known_front(env_id: str) -> list[list[float]] | None:
     """The true front MO-Gymnasium knows for ``env_id`` (undiscounted), or None."""
     try:
+        import warnings
+
         import mo_gymnasium
 
-        env = mo_gymnasium.make(env_id)
+        with warnings.catch_warnings():  # float64 bounds cast to float32: nothing for the user
+            warnings.filterwarnings("ignore", message=".*precision lowered by casting.*")
+            env = mo_gymnasium.make(env_id)
         try:
             front = env.unwrapped.pareto_front(gamma=1.0)  # type: ignore[attr-defined]
         finally:

@@ -118,8 +118,8 @@ def test_algorithm_trains_on_env(
     runs = []
     build_trainer = xdrl.run.build_trainer
 
-    def recording_build(cfg):
-        run_ = build_trainer(cfg)
+    def recording_build(cfg, **kwargs):
+        run_ = build_trainer(cfg, **kwargs)
         params = [p.detach().clone() for p in run_.trainer.loss_module.parameters()]
         runs.append((run_, params))
         return run_

@@ -174,7 +174,12 @@ class WandbLogger(_TorchRLWandbLogger):
         wandb.teardown()  # the service still holds the failed online run's id
         self._wandb_kwargs["mode"] = "offline"
         self._wandb_kwargs["settings"] = wandb.Settings()
-        run = super()._create_experiment()
+        try:
+            run = super()._create_experiment()
+        except Exception:  # noqa: BLE001 - a slow service may still hold the id ("in use")
+            wandb.teardown()
+            self._wandb_kwargs["id"] = f"{self._wandb_kwargs.get('id') or 'run'}-offline"
+            run = super()._create_experiment()
         self.offline_fallback = str(Path(run.dir).parent)
         log.warning(
             "W&B could not start online within %.0f s (%s): logging offline to %s; "

@@ -118,9 +118,9 @@ def test_wandb_without_a_server_falls_back_to_offline(tmp_path: Path) -> None:
         },
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    (run,) = offline_runs(run_dir)
+    run = Path(read_summary(run_dir)["wandb_offline"])  # the folder the run logged to
+    assert run in offline_runs(run_dir)  # (a slow service can leave one empty attempt beside it)
     output = result.stdout + result.stderr
     assert "W&B could not start online" in output
     assert f"wandb sync {run}" in output
-    assert read_summary(run_dir)["wandb_offline"] == str(run)
     assert [row["_step"] for row in read_history(run)] == [0, 256, 512]

@@ -308,11 +308,11 @@ def test_progress_bar_counts_from_resumed_frames_and_shows_the_return():
     assert [dest for dest, _ in trainer.ops] == ["setup", "post_steps_log", "shutdown"]
     assert trainer.modules == {}
     trainer.collected_frames = 250  # resumed here
-    bar._open()
+    bar._start()
     assert bar.bar.n == 250
     trainer.collected_frames = 1000
     bar(None)
-    bar._close()
+    bar._finish()
     last = stream.getvalue().split("\r")[-1].strip()
     assert last.startswith("100%|") and "1.00k/1.00k" in last and "R 4.7" in last, last
     assert len(last) <= 80

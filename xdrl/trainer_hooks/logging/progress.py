@@ -119,7 +119,31 @@ def _clock(seconds: float) -> str:
     return str(datetime.timedelta(seconds=int(max(seconds, 0.0))))
 
 
-class ProgressLineHook(TrainerHookBase):
+class _ProgressView(TrainerHookBase):
+    """What the progress line and the progress bar share: the Trainer's frame count, and
+    ``_start`` at setup, ``__call__`` after each iteration's logs, ``_finish`` at shutdown. No
+    Trainer module: a run's checkpoints must not depend on whether it ran in a terminal."""
+
+    trainer: Trainer | None = None
+
+    def _frames(self) -> int:
+        return int(self.trainer.collected_frames) if self.trainer is not None else 0
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _finish(self) -> None:
+        raise NotImplementedError
+
+    def register(self, trainer: Trainer, name: str = "logging_progress") -> None:
+        self.trainer = trainer
+        trainer.register_op("setup", self._start)
+        trainer.register_op("post_steps_log", self)
+        trainer.register_op("shutdown", self._finish)
+        del name  # no state to checkpoint
+
+
+class ProgressLineHook(_ProgressView):
     """Plain progress lines for logs and batch jobs, where a tqdm bar is unreadable.
 
     Prints one line every ``interval_s`` seconds (checked after each iteration) and one when
@@ -151,14 +175,11 @@ class ProgressLineHook(TrainerHookBase):
         self.interval_s = float(interval_s)
         self.stream = stream
         self.progress_hook = progress_hook
-        self.trainer: Trainer | None = None
+        self.trainer = None
         self._start_time: float | None = None
         self._start_frames = 0
         self._last_print = 0.0
         self._last_printed_frames = -1
-
-    def _frames(self) -> int:
-        return int(self.trainer.collected_frames) if self.trainer is not None else 0
 
     def _start(self) -> None:
         self._start_time = self._last_print = time.perf_counter()
@@ -211,13 +232,6 @@ class ProgressLineHook(TrainerHookBase):
                 return float(values[-1])
         return None
 
-    def register(self, trainer: Trainer, name: str = "logging_progress_line") -> None:
-        self.trainer = trainer
-        trainer.register_op("setup", self._start)
-        trainer.register_op("post_steps_log", self)
-        trainer.register_op("shutdown", self._finish)
-        del name  # no state to checkpoint: a run's checkpoints do not depend on its terminal
-
 
 # Fits 80 columns with a bar of ~20 cells:
 # " 45%|████▌     | 18.4k/41.0k [00:05<00:07, 3.21k frames/s, R 212.5]"
@@ -226,7 +240,7 @@ _BAR_FORMAT = (
 )
 
 
-class ProgressBarHook(TrainerHookBase):
+class ProgressBarHook(_ProgressView):
     """A one-line progress bar for terminals: frames, percent, elapsed, ETA, frames per second
     and the latest episode return, at most ``max_width`` columns wide.
 
@@ -258,14 +272,11 @@ class ProgressBarHook(TrainerHookBase):
         self.progress_hook = progress_hook
         self.stream = stream
         self.max_width = int(max_width)
-        self.trainer: Trainer | None = None
+        self.trainer = None
         self.bar: Any = None
         self._redirect: Any = None
 
-    def _frames(self) -> int:
-        return int(self.trainer.collected_frames) if self.trainer is not None else 0
-
-    def _open(self) -> None:
+    def _start(self) -> None:
         from tqdm import tqdm
         from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -287,7 +298,7 @@ class ProgressBarHook(TrainerHookBase):
 
     def __call__(self, *_args: Any) -> None:
         if self.bar is None:
-            self._open()
+            self._start()
         self._set_return()
         self.bar.update(self._frames() - self.bar.n)
 
@@ -296,7 +307,7 @@ class ProgressBarHook(TrainerHookBase):
         if reward is not None:
             self.bar.set_postfix_str(f"R {reward:.1f}", refresh=False)
 
-    def _close(self) -> None:
+    def _finish(self) -> None:
         if self.bar is None:
             return
         self._set_return()
@@ -304,10 +315,3 @@ class ProgressBarHook(TrainerHookBase):
         self.bar.close()  # draws the final bar once
         self._redirect.__exit__(None, None, None)
         self.bar = self._redirect = None
-
-    def register(self, trainer: Trainer, name: str = "logging_progress_bar") -> None:
-        self.trainer = trainer
-        trainer.register_op("setup", self._open)
-        trainer.register_op("post_steps_log", self)
-        trainer.register_op("shutdown", self._close)
-        del name  # no state to checkpoint: a run's checkpoints do not depend on its terminal

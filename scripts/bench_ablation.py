@@ -38,7 +38,7 @@ def swapped(variant: str) -> Iterator[None]:
     from torchrl.objectives import ClipPPOLoss
     from torchrl.trainers import DefaultOptimizationStepper, Trainer
 
-    from xdrl.trainer_hooks.optimization import DetachedOptimizationStepper
+    from xdrl.algorithms.stepper import DetachedOptimizationStepper
 
     class TorchRLNorm(DetachedOptimizationStepper):
         _compute_and_clip_grad_norm = staticmethod(

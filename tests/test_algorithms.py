@@ -200,7 +200,7 @@ def test_whole_batch_minibatch_is_the_flattened_batch_and_matches_the_buffer() -
     from tensordict import TensorDict
     from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 
-    from xdrl.algorithms.ppo import WholeBatch, minibatch_buffer
+    from xdrl.algorithms.on_policy import WholeBatch, minibatch_buffer
 
     whole = minibatch_buffer(12, 12, "algorithm.build.minibatch_size")
     assert isinstance(whole, WholeBatch)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from torchrl.trainers import ValueEstimatorHook
 
+from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.build import build_trainer
 from xdrl.errors import ConfigError
 from xdrl.trainer_hooks.logging import LoggingHookSet
-from xdrl.trainer_hooks.optimization import DetachedOptimizationStepper
 
 
 def _ops(trainer, stage: str) -> list:

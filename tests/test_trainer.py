@@ -8,9 +8,9 @@ import torch
 from tensordict import TensorDict
 from torchrl.trainers import DefaultOptimizationStepper
 
+from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.build import build_trainer
 from xdrl.trainer import XdrlTrainer, mean_of_steps
-from xdrl.trainer_hooks.optimization import DetachedOptimizationStepper
 
 
 class _Recorder(DetachedOptimizationStepper):

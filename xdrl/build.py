@@ -17,6 +17,7 @@ from torchrl.envs.utils import ExplorationType
 from torchrl.trainers import LRSchedulerHook, Trainer
 
 from xdrl.algorithms.common import AlgorithmParts
+from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.checkpointing import make_checkpointing, restore, resume_candidates, resumed_run_dir
 from xdrl.collector import VectorCollector, fits
 from xdrl.config_check import check_config
@@ -33,7 +34,6 @@ from xdrl.trainer_hooks.logging import (
     WandbFinishHook,
     WandbFlushHook,
 )
-from xdrl.trainer_hooks.optimization import DetachedOptimizationStepper
 
 log = logging.getLogger(__name__)
 
@@ -275,9 +275,7 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
         optim_steps_per_batch=parts.optim_steps_per_batch,
         loss_module=parts.loss_module,
         optimizer=optimizer,
-        optimization_stepper=(
-            parts.optimization_stepper or DetachedOptimizationStepper(parts.loss_components)
-        ),
+        optimization_stepper=parts.optimization_stepper or DetachedOptimizationStepper(),
         logger=logger,
         clip_grad_norm=cfg.algorithm.max_grad_norm is not None,
         clip_norm=cfg.algorithm.max_grad_norm,

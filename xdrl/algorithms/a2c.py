@@ -1,12 +1,11 @@
-"""A2C: TorchRL's A2CLoss with GAE advantages, on-policy, sharing PPO's buffer and hooks."""
+"""A2C: TorchRL's A2CLoss with GAE advantages, sharing the on-policy plumbing with PPO."""
 
 from __future__ import annotations
 
 from torchrl.objectives import A2CLoss
-from torchrl.objectives.value import GAE
 
-from xdrl.algorithms.common import AlgorithmParts, activation_class, state_value, stochastic_actor
-from xdrl.algorithms.ppo import minibatch_buffer, on_policy_hooks
+from xdrl.algorithms.common import AlgorithmParts
+from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
 from xdrl.config_check import Activation, Cells, Discount, Fraction, NonNegativeFloat, PositiveInt
 from xdrl.errors import ConfigError
 
@@ -34,9 +33,7 @@ def build(
     if epochs < 1:
         raise ConfigError("algorithm.build.epochs", f"must be at least 1, got {epochs}")
     minibatch_size = minibatch_size or frames_per_batch
-    act = activation_class(activation)
-    actor = stochastic_actor(env, actor_cells, act, device)
-    critic = state_value(env, critic_cells, act, device)
+    actor, critic = actor_critic(env, actor_cells, critic_cells, activation, device)
     loss = A2CLoss(
         actor,
         critic,
@@ -46,16 +43,14 @@ def build(
         loss_critic_type="l2",
         functional=False,  # no per-call parameter swapping (see ppo.build)
     )
-    loss.make_value_estimator(
-        GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
-    )
-    buffer = minibatch_buffer(frames_per_batch, minibatch_size, "algorithm.build.minibatch_size")
-    return AlgorithmParts(
-        policy=actor,
-        eval_policy=actor,
-        loss_module=loss,
-        optim_steps_per_batch=frames_per_batch // minibatch_size,
-        num_epochs=epochs,
-        hooks=on_policy_hooks(loss, buffer, advantage_every_epoch=False),
-        # no checkpointed buffer: it only ever holds the batch being trained on
+    return on_policy_parts(
+        loss,
+        actor,
+        critic,
+        frames_per_batch=frames_per_batch,
+        minibatch_size=minibatch_size,
+        epochs=epochs,
+        gamma=gamma,
+        lmbda=lmbda,
+        device=device,
     )

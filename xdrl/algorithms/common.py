@@ -39,7 +39,6 @@ class AlgorithmParts:
             ``hook.register(trainer)``.
         modules: extra objects with ``state_dict`` saved in checkpoints, by name.
         init_random_frames: collector frames taken with random actions before training.
-        loss_components: loss entries summed for the backward pass (None: every ``loss_*``).
         optimization_stepper: a ``torchrl.trainers.OptimizationStepper`` replacing xdrl's
             default one-optimizer step (e.g. TD3's delayed actor updates); None: the default.
     """
@@ -52,7 +51,6 @@ class AlgorithmParts:
     hooks: list[tuple[str | None, Any]] = field(default_factory=list)
     modules: dict[str, Any] = field(default_factory=dict)
     init_random_frames: int = 0
-    loss_components: Sequence[str] | None = None
     optimization_stepper: Any = None
 
 

@@ -12,9 +12,7 @@ from torchrl.objectives import DQNLoss
 from xdrl.algorithms.common import AlgorithmParts, activation_class, q_value_actor, require_discrete
 from xdrl.algorithms.off_policy import (
     ExplorationAnnealingHook,
-    off_policy_hooks,
-    optim_steps,
-    replay_buffer,
+    off_policy_parts,
     target_updater,
 )
 from xdrl.config_check import (
@@ -82,13 +80,15 @@ def build(
     updater = target_updater(
         loss, target_update=target_update, tau=tau, hard_update_interval=hard_update_interval
     )
-    buffer = replay_buffer(buffer_size, batch_size)
-    return AlgorithmParts(
+    return off_policy_parts(
+        loss,
         policy=TensorDictSequential(actor, greedy),
         eval_policy=actor,
-        loss_module=loss,
-        optim_steps_per_batch=optim_steps(utd, frames_per_batch),
-        hooks=[*off_policy_hooks(buffer, updater), (None, ExplorationAnnealingHook(greedy))],
-        modules={"replay_buffer": buffer},
+        updater=updater,
+        frames_per_batch=frames_per_batch,
+        utd=utd,
+        buffer_size=buffer_size,
+        batch_size=batch_size,
         init_random_frames=init_random_frames,
+        extra_hooks=[(None, ExplorationAnnealingHook(greedy))],
     )

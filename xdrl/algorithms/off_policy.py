@@ -3,12 +3,14 @@ update-to-data ratio and exploration annealing."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.objectives import HardUpdate, SoftUpdate
 from torchrl.trainers import ReplayBufferTrainer, TargetNetUpdaterHook, Trainer, TrainerHookBase
 
+from xdrl.algorithms.common import AlgorithmParts
 from xdrl.errors import ConfigError
 
 KEY = "algorithm.build"
@@ -55,6 +57,35 @@ def off_policy_hooks(buffer: ReplayBufferTrainer, updater) -> list[tuple[str | N
         ("process_optim_batch", buffer.sample),
         ("post_optim", TargetNetUpdaterHook(updater)),
     ]
+
+
+def off_policy_parts(
+    loss_module,
+    *,
+    policy,
+    eval_policy,
+    updater,
+    frames_per_batch: int,
+    utd: float,
+    buffer_size: int,
+    batch_size: int,
+    init_random_frames: int,
+    extra_hooks: Sequence[tuple[str | None, Any]] = (),
+    optimization_stepper: Any = None,
+) -> AlgorithmParts:
+    """The parts of an off-policy method: a replay buffer (checkpointed), ``utd`` optimizer steps
+    per collected frame, target updates by ``updater``, then ``extra_hooks``."""
+    buffer = replay_buffer(buffer_size, batch_size)
+    return AlgorithmParts(
+        policy=policy,
+        eval_policy=eval_policy,
+        loss_module=loss_module,
+        optim_steps_per_batch=optim_steps(utd, frames_per_batch),
+        hooks=[*off_policy_hooks(buffer, updater), *extra_hooks],
+        modules={"replay_buffer": buffer},
+        init_random_frames=init_random_frames,
+        optimization_stepper=optimization_stepper,
+    )
 
 
 class ExplorationAnnealingHook(TrainerHookBase):

@@ -13,7 +13,7 @@ from xdrl.algorithms.common import (
     require_continuous,
     stochastic_actor,
 )
-from xdrl.algorithms.off_policy import off_policy_hooks, optim_steps, replay_buffer, target_updater
+from xdrl.algorithms.off_policy import off_policy_parts, target_updater
 from xdrl.config_check import (
     Activation,
     Cells,
@@ -69,13 +69,14 @@ def build(
     )
     loss.make_value_estimator(gamma=gamma)
     updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1)
-    buffer = replay_buffer(buffer_size, batch_size)
-    return AlgorithmParts(
+    return off_policy_parts(
+        loss,
         policy=actor,
         eval_policy=actor,
-        loss_module=loss,
-        optim_steps_per_batch=optim_steps(utd, frames_per_batch),
-        hooks=off_policy_hooks(buffer, updater),
-        modules={"replay_buffer": buffer},
+        updater=updater,
+        frames_per_batch=frames_per_batch,
+        utd=utd,
+        buffer_size=buffer_size,
+        batch_size=batch_size,
         init_random_frames=init_random_frames,
     )

@@ -20,7 +20,8 @@ from xdrl.algorithms.common import (
     deterministic_actor,
     require_continuous,
 )
-from xdrl.algorithms.off_policy import off_policy_hooks, optim_steps, replay_buffer, target_updater
+from xdrl.algorithms.off_policy import off_policy_parts, target_updater
+from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.config_check import (
     Activation,
     Cells,
@@ -33,7 +34,6 @@ from xdrl.config_check import (
     PositiveInt,
 )
 from xdrl.errors import ConfigError
-from xdrl.trainer_hooks.optimization import DetachedOptimizationStepper
 
 
 class DelayedActorStepper(DetachedOptimizationStepper):
@@ -137,14 +137,15 @@ def build(
         device=device,
     )
     updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1)
-    buffer = replay_buffer(buffer_size, batch_size)
-    return AlgorithmParts(
+    return off_policy_parts(
+        loss,
         policy=TensorDictSequential(actor, noise),
         eval_policy=actor,
-        loss_module=loss,
-        optim_steps_per_batch=optim_steps(utd, frames_per_batch),
-        hooks=off_policy_hooks(buffer, updater),
-        modules={"replay_buffer": buffer},
+        updater=updater,
+        frames_per_batch=frames_per_batch,
+        utd=utd,
+        buffer_size=buffer_size,
+        batch_size=batch_size,
         init_random_frames=init_random_frames,
         optimization_stepper=DelayedActorStepper(policy_delay),
     )

@@ -1,4 +1,5 @@
-"""The optimization step xdrl runs inside TorchRL's Trainer."""
+"""The optimization step xdrl runs inside TorchRL's Trainer (algorithm plumbing: TD3's delayed
+actor stepper builds on it)."""
 
 from __future__ import annotations
 

@@ -270,7 +270,7 @@ def test_hook_set_two_subgroups_share_env_and_schedule():
     assert any(k.startswith("eval/stochastic/") for k in out)
     assert {(name, step) for name, _, step in logger.scalars} == {(k, 0) for k in out}
     assert evals.last_metrics == out
-    assert evals._pop_eval_time() > 0 and evals._pop_eval_time() == 0
+    assert evals.pop_eval_time() > 0 and evals.pop_eval_time() == 0
     evals.close()
     evals.close()
     assert env.is_closed

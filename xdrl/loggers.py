@@ -229,6 +229,18 @@ class WandbLogger(_TorchRLWandbLogger):
         self.experiment.config.update(dict(cfg), allow_val_change=True)
 
 
+def close_logger(logger: Logger | None) -> None:
+    """Close ``logger`` with TorchRL's ``Logger.close()``: flush, then finish the experiment (a
+    W&B run keeps its committed and pending rows). A second call does nothing; a failure is one
+    warning, so cleanup never hides the run's own outcome."""
+    if logger is None:
+        return
+    try:
+        logger.close()
+    except Exception as err:  # noqa: BLE001 - cleanup must never mask the run's own outcome
+        log.warning("Closing the %s failed: %s", type(logger).__name__, err)
+
+
 def flatten_config(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` -> ``{"a/b": 1}``; lists become strings (TensorBoard hparams)."""
     flat: dict[str, Any] = {}

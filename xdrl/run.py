@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from xdrl.build import Run, build_trainer
 from xdrl.errors import RunError
+from xdrl.loggers import close_logger
 from xdrl.process import ProcessSettings
 from xdrl.run_lock import RunDirLock
 
@@ -32,26 +33,6 @@ def write_summary(run_dir: str, summary: dict[str, Any]) -> Path:
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
     return path
-
-
-def _finish_wandb() -> None:
-    """Finish an active W&B run so no committed row is lost (crash, Ctrl-C, SIGTERM)."""
-    wandb = sys.modules.get("wandb")
-    if wandb is not None and getattr(wandb, "run", None) is not None:
-        try:
-            wandb.run.log({}, commit=True)
-            wandb.finish()
-        except Exception:  # noqa: BLE001 - cleanup must never mask the run's own outcome
-            log.warning("wandb.finish() failed", exc_info=True)
-
-
-def _last_eval_metrics(run_: Run) -> dict[str, float]:
-    """The metrics of the latest evaluation, all subgroups merged."""
-    eval_set = run_.hook_set.eval_hook_set
-    metrics: dict[str, float] = {}
-    for hook in eval_set.hooks if eval_set is not None else []:
-        metrics.update(getattr(hook, "last_metrics", None) or {})
-    return metrics
 
 
 class _StopRequest:
@@ -184,7 +165,8 @@ def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
         error = _one_line(err)  # summary.json and the sweep table say why
         raise
     finally:
-        eval_metrics = _last_eval_metrics(run_)
+        eval_set = run_.hook_set.eval_hook_set
+        eval_metrics = eval_set.last_metrics if eval_set is not None else {}
         frames = int(trainer.collected_frames)
         train_time = time.perf_counter() - train_start if train_start is not None else 0.0
         summary = {
@@ -226,11 +208,12 @@ def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
 
 
 def _close(run_dir: str, run_: Run, summary: dict[str, Any]) -> None:
-    """Write summary.json, close the envs, finish W&B; an I/O error here is logged, not raised."""
+    """Write summary.json, close the envs and the logger (W&B is finished); an I/O error here is
+    logged, not raised."""
     try:
         path = write_summary(run_dir, summary)
         log.info("Wrote %s (%s, %d frames)", path, summary["status"], summary["total_frames"])
     except OSError as err:
         log.error("Could not write the summary: %s", _io_error_line(err, run_dir))
     run_.close()
-    _finish_wandb()
+    close_logger(run_.logger)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.trainers.trainers import Trainer, TrainerHookBase
+from torchrl.trainers.trainers import Trainer
 
+from ..base import XdrlHook
 from ._common import (
     COLLECTION_PREFIX,
     DEFAULT_DONE_KEY,
@@ -26,7 +26,7 @@ from ._common import (
 )
 
 
-class LoggingCollectionMetricsHook(TrainerHookBase):
+class LoggingCollectionMetricsHook(XdrlHook):
     """Log collection metrics in the ``collection/`` namespace.
 
     The hook reads reward, done and episode-reward tensors of a collected batch once, with
@@ -59,6 +59,8 @@ class LoggingCollectionMetricsHook(TrainerHookBase):
         >>> hook(batch)["collection/agents/reward/reward_mean"]
         1.0
     """
+
+    hook_point = "pre_steps_log"
 
     def __init__(
         self,
@@ -114,15 +116,5 @@ class LoggingCollectionMetricsHook(TrainerHookBase):
             reduce_stats=self.reduce_stats,
         )
 
-    def _register_ops(self, trainer: Trainer) -> None:
-        trainer.register_op("pre_steps_log", self)
-
     def register(self, trainer: Trainer, name: str = "logging_collection_metrics") -> None:
-        self._register_ops(trainer)
-        trainer.register_module(name, self)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        del state_dict
+        super().register(trainer, name)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tensordict import TensorDictBase
-from torchrl.trainers.trainers import Trainer, TrainerHookBase
+from torchrl.trainers.trainers import Trainer
 
+from ..base import XdrlHook
 from ._common import COUNTERS_PREFIX, _collector_mask
 
 TOTAL_FRAMES_KEY = f"{COUNTERS_PREFIX}/total_frames"
@@ -14,7 +15,7 @@ CURRENT_FRAMES_KEY = f"{COUNTERS_PREFIX}/current_frames"
 ITERATION_KEY = f"{COUNTERS_PREFIX}/iter"
 
 
-class LoggingCountersHook(TrainerHookBase):
+class LoggingCountersHook(XdrlHook):
     """Track frame and iteration counters in the ``counters/`` namespace.
 
     Frames of a batch are its valid steps (collector mask honoured) times ``frame_skip``, as
@@ -30,6 +31,8 @@ class LoggingCountersHook(TrainerHookBase):
         >>> counters(batch_of_100_steps)
         {'counters/total_frames': 200, 'counters/current_frames': 200, 'counters/iter': 1}
     """
+
+    hook_point = "pre_steps_log"
 
     def __init__(self, frame_skip: int = 1) -> None:
         self.frame_skip = int(frame_skip)
@@ -53,12 +56,8 @@ class LoggingCountersHook(TrainerHookBase):
             ITERATION_KEY: self.iteration,
         }
 
-    def _register_ops(self, trainer: Trainer) -> None:
-        trainer.register_op("pre_steps_log", self)
-
     def register(self, trainer: Trainer, name: str = "logging_counters") -> None:
-        self._register_ops(trainer)
-        trainer.register_module(name, self)
+        super().register(trainer, name)
 
     def state_dict(self) -> dict[str, Any]:
         return {"total_frames": self.total_frames, "iteration": self.iteration}

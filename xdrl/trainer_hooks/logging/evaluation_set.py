@@ -94,7 +94,15 @@ class LoggingEvaluationHookSet:
             merged.update(hook.last_metrics)
         return merged
 
-    def _register_ops(self, trainer: Trainer) -> None:
+    @property
+    def logger(self) -> Any | None:
+        """The logger the evaluations write to (their own, else the trainer's); None if none."""
+        for hook in self.hooks:
+            return hook.logger if hook.logger is not None else getattr(hook.trainer, "logger", None)
+        return None
+
+    def register_ops(self, trainer: Trainer) -> None:
+        """Register every child at its hook point, without registering modules."""
         for hook in self.hooks:
             hook._register_ops(trainer)
 
@@ -109,7 +117,8 @@ class LoggingEvaluationHookSet:
             merged.update(hook.run(step=step))
         return merged
 
-    def _pop_eval_time(self) -> float:
+    def pop_eval_time(self) -> float:
+        """Seconds spent evaluating since the last call."""
         return sum(hook._pop_eval_time() for hook in self.hooks)
 
     def close(self) -> None:

@@ -98,7 +98,7 @@ class LoggingHookSet(TrainerHookBase):
     def _timers_setup(self) -> None:
         self._previous_iteration_end = time.perf_counter()
         if self.eval_hook_set is not None:
-            self.eval_hook_set._pop_eval_time()  # the pre-training evaluation is not timed
+            self.eval_hook_set.pop_eval_time()  # the pre-training evaluation is not timed
 
     def _timers_start(self, batch: TensorDictBase) -> TensorDictBase:
         now = time.perf_counter()
@@ -110,7 +110,7 @@ class LoggingHookSet(TrainerHookBase):
     def _timers_end(self, _batch: TensorDictBase) -> dict[str, float]:
         now = time.perf_counter()
         start = self._iteration_start if self._iteration_start is not None else now
-        eval_time = self.eval_hook_set._pop_eval_time() if self.eval_hook_set else 0.0
+        eval_time = self.eval_hook_set.pop_eval_time() if self.eval_hook_set else 0.0
         training = max(now - start - eval_time, 0.0)
         iteration = self._collection_time + training
         self._total_time += self._collection_time + (now - start)
@@ -132,12 +132,12 @@ class LoggingHookSet(TrainerHookBase):
         self.trainer = trainer
         trainer.register_op("setup", self._timers_setup)
         trainer.register_op("batch_process", self._timers_start)
-        self.counters_hook._register_ops(trainer)
-        self.collection_hook._register_ops(trainer)
-        self.progress_hook._register_ops(trainer)
-        self.training_hook._register_ops(trainer)
+        self.counters_hook.register_ops(trainer)
+        self.collection_hook.register_ops(trainer)
+        self.progress_hook.register_ops(trainer)
+        self.training_hook.register_ops(trainer)
         if self.eval_hook_set is not None:
-            self.eval_hook_set._register_ops(trainer)
+            self.eval_hook_set.register_ops(trainer)
         trainer.register_op("post_steps_log", self._timers_end)
         trainer.register_module(name, self)
 
@@ -152,7 +152,7 @@ class LoggingHookSet(TrainerHookBase):
         if self.trainer is not None and self.trainer.collected_frames > 0:
             return {}
         metrics = self.eval_hook_set.run(step=0)
-        logger = self.eval_hook_set.hooks[0]._logger() if self.eval_hook_set.hooks else None
+        logger = self.eval_hook_set.logger
         if logger is not None:  # the step-0 row carries the frame counter like every other row
             logger.log_scalar(TOTAL_FRAMES_KEY, 0, step=0)
         return metrics

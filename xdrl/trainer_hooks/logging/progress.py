@@ -14,6 +14,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.trainers.trainers import Trainer, TrainerHookBase
 
+from ..base import XdrlHook
 from ._common import (
     COLLECTION_PREFIX,
     DEFAULT_DONE_KEY,
@@ -29,7 +30,7 @@ from .counters import TOTAL_FRAMES_KEY, LoggingCountersHook
 PROGRESS_TOTAL_FRAMES_KEY = TOTAL_FRAMES_KEY
 
 
-class LoggingProgressMetricsHook(TrainerHookBase):
+class LoggingProgressMetricsHook(XdrlHook):
     """Emit a compact progress-bar view for reward and frame counters.
 
     Returns ``collection/<group>/reward/episode_reward_mean`` (mean return of the episodes that
@@ -53,6 +54,8 @@ class LoggingProgressMetricsHook(TrainerHookBase):
         >>> counters.register(trainer)
         >>> progress.register(trainer)  # pre_steps_log, name "logging_progress_metrics"
     """
+
+    hook_point = "pre_steps_log"
 
     def __init__(
         self,
@@ -100,12 +103,8 @@ class LoggingProgressMetricsHook(TrainerHookBase):
             returns = _scalarize_last_dim(returns, self.episode_reward_weights)
         return float(returns.to(torch.float32).mean().item())
 
-    def _register_ops(self, trainer: Trainer) -> None:
-        trainer.register_op("pre_steps_log", self)
-
     def register(self, trainer: Trainer, name: str = "logging_progress_metrics") -> None:
-        self._register_ops(trainer)
-        trainer.register_module(name, self)
+        super().register(trainer, name)
 
     def state_dict(self) -> dict[str, Any]:
         return {"last_episode_reward": self.last_episode_reward}

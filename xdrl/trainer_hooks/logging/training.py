@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from tensordict import TensorDictBase
-from torchrl.trainers.trainers import Trainer, TrainerHookBase
+from torchrl.trainers.trainers import Trainer
 
+from ..base import XdrlHook
 from ._common import TRAIN_PREFIX, _key_name, _summarize_metric
 
 
-class LoggingTrainingMetricsHook(TrainerHookBase):
+class LoggingTrainingMetricsHook(XdrlHook):
     """Log reduced optimization metrics under the ``train/`` namespace.
 
     Called by the Trainer at ``post_optim_complete_log`` with ``(optim_steps, average_losses)``.
@@ -31,6 +30,8 @@ class LoggingTrainingMetricsHook(TrainerHookBase):
         >>> hook(10, TensorDict({"loss_objective": torch.tensor(0.5)}))
         {'train/agents/optim_steps': 10, 'train/agents/loss_objective': 0.5}
     """
+
+    hook_point = "post_optim_complete_log"
 
     def __init__(self, group: str = "agents", *, reduce_stats: bool | None = None) -> None:
         self.group = group
@@ -62,15 +63,5 @@ class LoggingTrainingMetricsHook(TrainerHookBase):
             out.update(zip(names, torch.stack(scalars).tolist(), strict=True))
         return out
 
-    def _register_ops(self, trainer: Trainer) -> None:
-        trainer.register_op("post_optim_complete_log", self)
-
     def register(self, trainer: Trainer, name: str = "logging_training_metrics") -> None:
-        self._register_ops(trainer)
-        trainer.register_module(name, self)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        del state_dict
+        super().register(trainer, name)

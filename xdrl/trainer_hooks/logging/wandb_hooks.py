@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
-from torchrl.trainers.trainers import Trainer, TrainerHookBase
+from torchrl.trainers.trainers import Trainer
+
+from xdrl.loggers import close_logger
+
+from ..base import XdrlHook
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +22,7 @@ def _is_wandb_logger(logger: Any) -> bool:
     return isinstance(logger, WandbLogger)
 
 
-class WandbFlushHook(TrainerHookBase):
+class WandbFlushHook(XdrlHook):
     """Flush pending W&B scalar rows emitted through TorchRL's scalar logger.
 
     The xdrl W&B logger logs every scalar of an iteration with ``commit=False`` at
@@ -35,6 +38,8 @@ class WandbFlushHook(TrainerHookBase):
         >>> flush = WandbFlushHook()
         >>> flush.register(trainer)  # after every other post_steps_log hook
     """
+
+    hook_point = "post_steps_log"
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = bool(enabled)
@@ -81,7 +86,8 @@ class WandbFlushHook(TrainerHookBase):
         self._last_flushed_steps = steps
         self._last_local_step = getattr(experiment, "_local_step", None)
 
-    def register(self, trainer: Trainer, name: str = "wandb_flush") -> None:
+    def register_ops(self, trainer: Trainer) -> None:
+        """Flush after every iteration and at shutdown."""
         self.trainer = trainer
         # W&B's step at start-up is no pending row: a resumed run whose first iterations only
         # repeat steps its killed predecessor wrote (and drops) must not commit an empty row.
@@ -89,7 +95,9 @@ class WandbFlushHook(TrainerHookBase):
         self._last_local_step = getattr(experiment, "_local_step", None)
         trainer.register_op("post_steps_log", self)
         trainer.register_op("shutdown", self)
-        trainer.register_module(name, self)
+
+    def register(self, trainer: Trainer, name: str = "wandb_flush") -> None:
+        super().register(trainer, name)
 
     def state_dict(self) -> dict[str, Any]:
         return {"last_flushed_steps": self._last_flushed_steps}
@@ -100,12 +108,14 @@ class WandbFlushHook(TrainerHookBase):
         )
 
 
-class WandbFinishHook(TrainerHookBase):
-    """Optional shutdown hook for config-driven Weights & Biases cleanup.
+class WandbFinishHook(XdrlHook):
+    """Finish the W&B run at the Trainer's ``shutdown`` stage.
 
-    Calls ``wandb.finish()`` at the Trainer's ``shutdown`` stage. Import and runtime errors
-    are logged and swallowed, so offline or disabled W&B runs never fail shutdown (the CLI
-    still finishes W&B in a ``finally`` for crashes and signals).
+    Closes the trainer's logger with :func:`xdrl.loggers.close_logger` (TorchRL's
+    ``Logger.close()``, which finishes the W&B run), the one place xdrl finishes W&B: the run
+    calls it again in a ``finally`` for crashes and signals, where it does nothing the second
+    time. Errors are logged and swallowed, so offline or disabled W&B runs never fail shutdown.
+    Does nothing when the trainer's logger is not a W&B logger.
 
     Args:
         enabled: False turns the hook into a no-op.
@@ -115,28 +125,19 @@ class WandbFinishHook(TrainerHookBase):
         >>> WandbFinishHook().register(trainer)  # after the flush hook
     """
 
+    hook_point = "shutdown"
+
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = bool(enabled)
+        self.trainer: Trainer | None = None
 
     def __call__(self) -> None:
-        if not self.enabled:
-            return
-        if "wandb" not in sys.modules:
-            return  # never imported, so no run to finish
-        try:
-            import wandb
+        if self.enabled and self.trainer is not None and _is_wandb_logger(self.trainer.logger):
+            close_logger(self.trainer.logger)
 
-            if wandb.run is not None:
-                wandb.finish()
-        except Exception as err:  # noqa: BLE001 - shutdown must not fail on W&B
-            log.warning("wandb.finish() failed: %s", err)
+    def register_ops(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        super().register_ops(trainer)
 
     def register(self, trainer: Trainer, name: str = "wandb_finish") -> None:
-        trainer.register_op("shutdown", self)
-        trainer.register_module(name, self)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        del state_dict
+        super().register(trainer, name)

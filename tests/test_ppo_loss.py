@@ -56,11 +56,21 @@ def _losses(cls, actor, critic, batch, **kwargs):
         },
     ],
 )
-def test_same_values_and_gradients_as_clip_ppo_loss(kwargs) -> None:
+def test_same_values_and_gradients_as_clip_ppo_loss(kwargs, monkeypatch) -> None:
     batch, actor, critic = _batch_and_nets()
     kwargs.setdefault("entropy_bonus", False)
+    fell_back = []
+    torchrl_forward = ClipPPOLoss.forward
+
+    def counting_forward(self, tensordict):
+        fell_back.append(type(self))
+        return torchrl_forward(self, tensordict)
+
+    monkeypatch.setattr(ClipPPOLoss, "forward", counting_forward)
     ours, our_grads = _losses(LeanClipPPOLoss, actor, critic, batch, **kwargs)
+    assert fell_back == []  # the lean path ran: ClipPPOLoss.forward was never reached
     theirs, their_grads = _losses(ClipPPOLoss, actor, critic, batch, **kwargs)
+    assert fell_back == [ClipPPOLoss]  # the reference ran TorchRL's forward
     assert set(ours.keys()) == set(theirs.keys())
     for key in theirs.keys():
         torch.testing.assert_close(ours[key], theirs[key], rtol=1e-6, atol=1e-6, msg=key)

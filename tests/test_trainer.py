@@ -79,3 +79,142 @@ def test_gradient_norm_equals_torchrl(clip: bool) -> None:
     assert float(ours) == pytest.approx(theirs, rel=1e-6)
     for p, ref in zip((p for n in nets for p in n.parameters()), clipped, strict=True):
         torch.testing.assert_close(p.grad, ref)
+
+
+# Parity with TorchRL: the same batches through Trainer.optim_steps and XdrlTrainer.optim_steps
+_OPTIM_STAGES = (
+    "pre_optim_steps",
+    "pre_epoch_log",
+    "pre_epoch",
+    "process_optim_batch",
+    "post_optim",
+    "post_optim_log",
+    "post_epoch_log",
+    "post_epoch",
+)
+
+
+def _record_stages(trainer, events: list, averages: list) -> None:
+    """Append every optimization-loop hook call to ``events`` (pass-through where one chains)."""
+    for stage in _OPTIM_STAGES:
+
+        def op(*args, _stage=stage):
+            events.append(_stage)
+            return args[0] if _stage in ("pre_epoch", "process_optim_batch") else None
+
+        trainer.register_op(stage, op)
+    trainer.register_op(
+        "post_optim_complete_log", lambda n, avg: averages.append((n, avg.clone())) and None
+    )
+
+
+def _optimize_once(loop, cfg, batch) -> tuple[list, list, list, list]:
+    """A freshly built run's ``loop`` (a class's ``optim_steps``) on ``batch``; what it did."""
+    run = build_trainer(cfg)  # seeded: every build starts from the same weights
+    try:
+        trainer = run.trainer
+        recorder = _Recorder()
+        trainer.optimization_stepper = recorder
+        events: list[str] = []
+        averages: list = []
+        _record_stages(trainer, events, averages)
+        torch.manual_seed(7)  # the minibatch permutation
+        loop(trainer, batch.clone())
+        params = [p.detach().clone() for p in trainer.loss_module.parameters()]
+    finally:
+        run.close()
+    return events, recorder.outputs, averages, params
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_same_optimization_as_torchrl_trainer(make_cfg, epochs: int) -> None:
+    from torchrl.trainers import Trainer
+
+    cfg = make_cfg(
+        "frames_per_batch=128",
+        "env.num_envs=4",
+        "algorithm.build.minibatch_size=32",
+        f"algorithm.build.epochs={epochs}",
+        "algorithm.build.advantage_every_epoch=true",  # GAE and buffer fill inside optim_steps
+        "total_frames=128",
+        "logging=none",
+        "eval=none",
+        "checkpoint=none",
+    )
+    run = build_trainer(cfg)
+    try:
+        batch = next(iter(run.trainer.collector))
+        start = [p.detach().clone() for p in run.trainer.loss_module.parameters()]
+    finally:
+        run.close()
+    ours = _optimize_once(XdrlTrainer.optim_steps, cfg, batch)
+    theirs = _optimize_once(Trainer.optim_steps, cfg, batch)
+    (our_events, our_steps, our_avg, our_params) = ours
+    (their_events, their_steps, their_avg, their_params) = theirs
+    assert our_events == their_events  # the same hooks, in the same order
+    assert our_events.count("post_optim") == 4 * epochs
+    assert len(our_steps) == len(their_steps) == 4 * epochs
+    for mine, ref in zip(our_steps, their_steps, strict=True):  # the same steps
+        for key in ("loss_objective", "loss_critic", "grad_norm"):
+            torch.testing.assert_close(mine[key], ref[key], rtol=1e-6, atol=1e-7)
+    assert any(not torch.equal(p, q) for p, q in zip(our_params, start, strict=True))
+    for mine, ref in zip(our_params, their_params, strict=True):
+        torch.testing.assert_close(mine, ref, rtol=1e-6, atol=1e-7)
+    ((our_count, our_mean),) = our_avg
+    ((their_count, their_mean),) = their_avg
+    assert our_count == their_count == 4 * epochs
+    for key in ("loss_objective", "loss_critic", "grad_norm"):
+        every = [float(out[key]) for out in our_steps]
+        last_epoch = every[-4:]
+        # xdrl: the mean of every step; TorchRL: its running mean restarts each epoch
+        assert float(our_mean[key]) == pytest.approx(sum(every) / len(every), rel=1e-5)
+        assert float(their_mean[key]) == pytest.approx(sum(last_epoch) / 4, rel=1e-5)
+        if epochs == 1:
+            assert float(our_mean[key]) == pytest.approx(float(their_mean[key]), rel=1e-5)
+
+
+@pytest.mark.parametrize("components", [None, ("loss_objective",)])
+def test_stepper_takes_the_same_step_as_torchrl(make_cfg, components) -> None:
+    import copy
+
+    cfg = make_cfg(
+        "frames_per_batch=64",
+        "env.num_envs=2",
+        "algorithm.build.minibatch_size=64",
+        "algorithm.max_grad_norm=0.5",
+        "total_frames=64",
+        "logging=none",
+        "eval=none",
+        "checkpoint=none",
+    )
+    run = build_trainer(cfg)
+    try:
+        trainer = run.trainer
+        batch = next(iter(trainer.collector)).reshape(-1)
+        trainer.loss_module.value_estimator(batch)
+        start = (
+            copy.deepcopy(trainer.loss_module.state_dict()),
+            copy.deepcopy(trainer.optimizer.state_dict()),
+        )
+        results = []
+        for stepper in (
+            DetachedOptimizationStepper(components),
+            DefaultOptimizationStepper(components),
+        ):
+            trainer.loss_module.load_state_dict(start[0])
+            trainer.optimizer.load_state_dict(start[1])
+            out = stepper.step(trainer, batch.clone())
+            params = [p.detach().clone() for p in trainer.loss_module.parameters()]
+            results.append((out, params))
+    finally:
+        run.close()
+    (ours, our_params), (theirs, their_params) = results
+    assert set(ours.keys()) == set(theirs.keys())
+    assert not any(value.requires_grad for value in ours.values())  # graphs freed at once
+    assert theirs["loss_objective"].requires_grad  # TorchRL's keeps them
+    for key in theirs.keys():
+        torch.testing.assert_close(ours[key], theirs[key].detach().float(), rtol=1e-5, atol=1e-6)
+    moved = [not torch.equal(p, q) for p, q in zip(our_params, start[0].values(), strict=False)]
+    assert any(moved)
+    for mine, ref in zip(our_params, their_params, strict=True):
+        torch.testing.assert_close(mine, ref, rtol=1e-6, atol=1e-7)

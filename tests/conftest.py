@@ -1,14 +1,18 @@
-"""Shared fixtures: compose the real config tree with small overrides, run xdrl-train."""
+"""Shared fixtures and helpers: compose the real config tree with small overrides, run
+xdrl-train, wait for what a run reports, a plain CartPole env and a fake trainer for hooks."""
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_module
@@ -17,6 +21,13 @@ from omegaconf import DictConfig
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 XDRL_TRAIN = str(Path(sys.executable).with_name("xdrl-train"))
+
+# W&B never reaches a server from a test; the environment of every xdrl-train subprocess.
+WANDB_OFFLINE = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+ENV = {**os.environ, **WANDB_OFFLINE}
+
+# Optional env packages: the xdrl extra named in an env file, and the module it installs.
+OPTIONAL_ENV_PACKAGES = {"box2d": "Box2D", "mujoco": "mujoco"}
 
 # A few hundred frames: enough for two iterations, an evaluation and every metric.
 SMALL = [
@@ -50,7 +61,7 @@ def run_cli(
     args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
     """Run the installed ``xdrl-train`` console script as a user would."""
-    full_env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
+    full_env = {**os.environ, **WANDB_OFFLINE, **(env or {})}
     return subprocess.run(
         [XDRL_TRAIN, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
     )
@@ -70,3 +81,60 @@ def read_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
 def read_summary(run_dir: Path) -> dict:
     """The run's summary.json."""
     return json.loads((run_dir / "summary.json").read_text())
+
+
+def missing_extra(env_file: str) -> str | None:
+    """The xdrl extra ``conf/env/<env_file>.yaml`` needs and this venv lacks, or None."""
+    text = (CONF / "env" / f"{env_file}.yaml").read_text()
+    for extra, module in OPTIONAL_ENV_PACKAGES.items():
+        if f"xdrl[{extra}]" in text and importlib.util.find_spec(module) is None:
+            return extra
+    return None
+
+
+def wait_for(
+    predicate: Callable[[], bool],
+    proc: subprocess.Popen,
+    *,
+    timeout: float = 120,
+    log: Path | None = None,
+) -> None:
+    """Poll ``predicate`` until it holds; fail with the run's output (``log``, else its piped
+    stderr) if ``proc`` ends first or ``timeout`` seconds pass (a safety net, not a deadline)."""
+
+    def output() -> str:
+        if log is not None:
+            return log.read_text()[-3000:]
+        return proc.stderr.read()[-2000:] if proc.stderr else ""
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None, f"run ended early:\n{output()}"
+        assert time.monotonic() < deadline, f"timed out:\n{output()}"
+        time.sleep(0.1)
+
+
+def cartpole(render: bool = False) -> Any:
+    """TorchRL's ``GymEnv`` CartPole with the transforms xdrl's hooks read (no xdrl code)."""
+    from torchrl.envs import Compose, GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
+
+    kwargs = {"render_mode": "rgb_array"} if render else {}
+    base = GymEnv("CartPole-v1", categorical_action_encoding=True, **kwargs)
+    return TransformedEnv(base, Compose(StepCounter(), RewardSum(), InitTracker()))
+
+
+class FakeTrainer:
+    """Enough of TorchRL's Trainer for hooks that only register ops and read counters."""
+
+    def __init__(self, logger: Any = None, total_frames: int = 1000) -> None:
+        self.logger = logger
+        self.collected_frames = 0
+        self.total_frames = total_frames
+        self.ops: list[tuple[str, object]] = []
+        self.modules: dict[str, object] = {}
+
+    def register_op(self, dest: str, op: object, **kwargs: Any) -> None:
+        self.ops.append((dest, op))
+
+    def register_module(self, name: str, module: object) -> None:
+        self.modules[name] = module

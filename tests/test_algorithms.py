@@ -15,8 +15,7 @@ import torch
 from hydra.utils import instantiate
 
 import xdrl.run
-from tests.conftest import CONF, compose_config, read_summary
-from tests.test_config import _needs
+from tests.conftest import CONF, compose_config, missing_extra, read_summary
 from xdrl.errors import ConfigError
 
 DISCRETE_ALGORITHMS = ["ppo", "a2c", "dqn"]
@@ -88,7 +87,7 @@ def _pairs(compatible: bool) -> list[tuple[str, str]]:
 
 
 def _skip_if_missing(env_file: str) -> None:
-    missing = _needs(env_file)
+    missing = missing_extra(env_file)
     if missing:
         pytest.skip(f"needs xdrl[{missing}]")
 
@@ -102,7 +101,7 @@ def test_action_space_classification_matches_the_envs(tmp_path: Path) -> None:
     import mo_gymnasium  # noqa: F401  (registers the mo ids)
 
     for env_file in ENVS:
-        if _needs(env_file):
+        if missing_extra(env_file):
             continue
         env = gymnasium.make(compose_config([f"env={env_file}"], tmp_path).env.id)
         continuous = isinstance(env.action_space, gymnasium.spaces.Box)

@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
 
-from tests.conftest import CONF, compose_config, read_scalars
-
-OPTIONAL_ENV_PACKAGES = {"box2d": "Box2D", "mujoco": "mujoco"}
+from tests.conftest import CONF, compose_config, missing_extra, read_scalars
 
 
 def _options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
-def _needs(env_file: str) -> str | None:
-    text = (CONF / "env" / f"{env_file}.yaml").read_text()
-    for extra, module in OPTIONAL_ENV_PACKAGES.items():
-        if f"xdrl[{extra}]" in text and importlib.util.find_spec(module) is None:
-            return extra
-    return None
-
-
 @pytest.mark.parametrize("env_file", [e for e in _options("env") if e not in ("gym", "mo_gym")])
 def test_env_file_builds_a_working_env(env_file: str, tmp_path: Path) -> None:
-    missing = _needs(env_file)
+    missing = missing_extra(env_file)
     if missing:
         pytest.skip(f"needs xdrl[{missing}]")
     cfg = compose_config([f"env={env_file}"], tmp_path)

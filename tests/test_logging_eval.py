@@ -11,7 +11,6 @@ from tensordict.nn import TensorDictModule
 from torch.distributions import Categorical
 from torchrl.envs import (
     Compose,
-    GymEnv,
     InitTracker,
     RewardSum,
     SerialEnv,
@@ -20,6 +19,7 @@ from torchrl.envs import (
 )
 from torchrl.modules import ProbabilisticActor
 
+from tests.conftest import FakeTrainer, cartpole
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
     LoggingEvaluationMetricsHook,
@@ -29,14 +29,8 @@ from xdrl.trainer_hooks.logging import (
 D = "eval/deterministic"
 
 
-def _cartpole(render: bool = False) -> TransformedEnv:
-    kwargs = {"render_mode": "rgb_array"} if render else {}
-    base = GymEnv("CartPole-v1", categorical_action_encoding=True, **kwargs)
-    return TransformedEnv(base, Compose(StepCounter(), RewardSum(), InitTracker()))
-
-
 def _serial(n: int = 3, render: bool = False) -> SerialEnv:
-    env = SerialEnv(n, lambda: _cartpole(render))
+    env = SerialEnv(n, lambda: cartpole(render))
     env.set_seed(0)
     return env
 
@@ -96,20 +90,6 @@ class _RecordingLogger:
         self.videos.append((name, video, step, fps))
 
 
-class _FakeTrainer:
-    def __init__(self, logger=None, total_frames=1000):
-        self.logger = logger
-        self.collected_frames = 0
-        self.total_frames = total_frames
-        self.ops, self.modules = [], {}
-
-    def register_op(self, dest, op, **kwargs):
-        self.ops.append((dest, op))
-
-    def register_module(self, name, module):
-        self.modules[name] = module
-
-
 def test_metrics_count_only_the_first_episode_of_each_sub_env():
     # 3 sub-envs x 6 steps: env 0 ends at t=1 and t=4, env 1 at t=3, env 2 never (max_steps).
     done = torch.zeros(3, 6, 1, dtype=torch.bool)
@@ -154,7 +134,7 @@ def test_serial_env_one_episode_per_sub_env_and_early_stop():
 
 
 def test_single_env_and_max_steps_truncation():
-    env = _cartpole()
+    env = cartpole()
     env.set_seed(1)
     out = _hook(env, _left_policy()).run(step=0)
     assert 8 <= out[f"{D}/episode_len_mean"] <= 11
@@ -183,7 +163,7 @@ def test_deterministic_and_random_exploration_differ():
 
 
 def test_schedule_interval_final_and_state():
-    trainer = _FakeTrainer(total_frames=1000)
+    trainer = FakeTrainer(total_frames=1000)
     hook = _hook(_serial(2), _left_policy(), interval_frames=500)
     hook.register(trainer, name="eval_det")
     assert trainer.ops == [("post_steps_log", hook)] and trainer.modules == {"eval_det": hook}
@@ -218,7 +198,7 @@ def test_render_logs_a_video_of_the_first_sub_env():
     assert 2 <= video.shape[1] <= out[f"{D}/reward/episode_reward_max"] + 1
     assert {name for name, _, _ in logger.scalars} == set(out)
     assert hook._renderable_candidates()  # found through SerialEnv -> GymEnv -> gymnasium
-    single = _hook(_cartpole(render=True), _left_policy(), render=True, logger=logger)
+    single = _hook(cartpole(render=True), _left_policy(), render=True, logger=logger)
     single.run(step=5)
     assert logger.videos[-1][1].shape[2:] == (3, 400, 600) and logger.videos[-1][2] == 5
 
@@ -262,7 +242,7 @@ def test_hook_set_two_subgroups_share_env_and_schedule():
     )
     assert [h.metric_subgroup for h in evals.hooks] == ["deterministic", "stochastic"]
     assert all(h.environment is env for h in evals.hooks)
-    trainer = _FakeTrainer(logger=logger)
+    trainer = FakeTrainer(logger=logger)
     evals.register(trainer, name="evals")
     assert list(trainer.modules) == ["evals_deterministic", "evals_stochastic"]
     out = evals.run(step=0)
@@ -290,7 +270,7 @@ def test_logging_hook_set_pre_eval_logs_at_step_zero():
         video_fps=30,
     )
     hooks = LoggingHookSet(group="agents", frame_skip=1, eval_hook_set=evals)
-    trainer = _FakeTrainer(logger=logger)
+    trainer = FakeTrainer(logger=logger)
     hooks.register(trainer)
     out = hooks.run_pre_eval()
     assert f"{D}/reward/episode_reward_mean" in out

@@ -10,6 +10,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from tests.conftest import FakeTrainer
 from xdrl.trainer_hooks.logging import (
     LoggingCollectionMetricsHook,
     LoggingCountersHook,
@@ -254,30 +255,13 @@ def test_progress_metrics_vector_reward_uses_weights():
     assert REWARD_MEAN not in plain(_batch(episode_reward=_vector_returns()))
 
 
-class _FakeTrainer:
-    """Enough of torchrl's Trainer for hooks that only register ops and read counters."""
-
-    def __init__(self, logger=None, total_frames=1000):
-        self.logger = logger
-        self.collected_frames = 0
-        self.total_frames = total_frames
-        self.ops: list[tuple[str, object]] = []
-        self.modules: dict[str, object] = {}
-
-    def register_op(self, dest, op, **kwargs):
-        self.ops.append((dest, op))
-
-    def register_module(self, name, module):
-        self.modules[name] = module
-
-
 def test_progress_line_prints_plain_lines():
     counters = LoggingCountersHook()
     progress = LoggingProgressMetricsHook(group="agents", counters_hook=counters)
     progress(_batch())
     stream = io.StringIO()
     line = ProgressLineHook(1000, interval_s=0.0, stream=stream, progress_hook=progress)
-    trainer = _FakeTrainer()
+    trainer = FakeTrainer()
     line.register(trainer)
     assert [dest for dest, _ in trainer.ops] == ["setup", "post_steps_log", "shutdown"]
     assert trainer.modules == {}  # no state: checkpoints do not depend on the terminal
@@ -302,7 +286,7 @@ def test_progress_bar_counts_from_resumed_frames_and_shows_the_return():
     progress(_batch())
     stream = io.StringIO()
     bar = ProgressBarHook(1000, progress_hook=progress, stream=stream, max_width=80)
-    trainer = _FakeTrainer()
+    trainer = FakeTrainer()
     bar.register(trainer)
     assert [dest for dest, _ in trainer.ops] == ["setup", "post_steps_log", "shutdown"]
     assert trainer.modules == {}
@@ -321,7 +305,7 @@ def test_progress_bar_counts_from_resumed_frames_and_shows_the_return():
 def test_progress_line_waits_for_interval():
     stream = io.StringIO()
     line = ProgressLineHook(1000, interval_s=3600.0, stream=stream)
-    line.register(_FakeTrainer())
+    line.register(FakeTrainer())
     line._start()
     line(None)
     assert stream.getvalue() == ""
@@ -350,7 +334,7 @@ class _FakeEvaluations:
 
 def test_hook_set_registration_order():
     hooks = LoggingHookSet(group="agents", frame_skip=1, eval_hook_set=_FakeEvaluations())
-    trainer = _FakeTrainer()
+    trainer = FakeTrainer()
     hooks.register(trainer)
     stages = [dest for dest, _ in trainer.ops]
     assert stages == [
@@ -437,7 +421,7 @@ def test_wandb_flush_commits_once_per_new_row():
     logger = _fake_wandb_logger()
     run = logger.experiment
     flush = WandbFlushHook()
-    trainer = _FakeTrainer(logger=logger)
+    trainer = FakeTrainer(logger=logger)
     flush.register(trainer)
     assert [dest for dest, _ in trainer.ops] == ["post_steps_log", "shutdown"]
     run.log({"a": 1.0}, step=64, commit=False)
@@ -462,13 +446,13 @@ def test_wandb_flush_ignores_other_loggers():
 
     for logger in (None, CSVLike()):
         flush = WandbFlushHook()
-        flush.register(_FakeTrainer(logger=logger))
+        flush.register(FakeTrainer(logger=logger))
         flush(None)
         assert WandbFlushHook._wandb_experiment(logger) is None
     assert CSVLike.experiment.calls == []
     disabled = WandbFlushHook(enabled=False)
     logger = _fake_wandb_logger()
-    disabled.register(_FakeTrainer(logger=logger))
+    disabled.register(FakeTrainer(logger=logger))
     disabled(None)
     assert logger.experiment.calls == []
 
@@ -486,7 +470,7 @@ def test_wandb_finish_finishes_once_and_never_fails():
     finished = []
     logger.experiment.finish = lambda: finished.append(True)
     hook = WandbFinishHook()
-    trainer = _FakeTrainer(logger=logger)
+    trainer = FakeTrainer(logger=logger)
     hook.register(trainer)
     assert trainer.ops == [("shutdown", hook)]
     assert trainer.modules == {"wandb_finish": hook}
@@ -506,10 +490,10 @@ def test_wandb_finish_finishes_once_and_never_fails():
     disabled._service_shutdown = False
     disabled.experiment.finish = lambda: finished.append("disabled")
     off = WandbFinishHook(enabled=False)
-    off.register(_FakeTrainer(logger=disabled))
+    off.register(FakeTrainer(logger=disabled))
     off()
     not_wandb = WandbFinishHook()
-    not_wandb.register(_FakeTrainer(logger=None))
+    not_wandb.register(FakeTrainer(logger=None))
     not_wandb()
     assert finished == [True]
 
@@ -536,7 +520,7 @@ def test_wandb_flush_writes_one_row_per_iteration_offline(tmp_path):
         mode="offline",
         log_env_packages=False,
     )
-    trainer = _FakeTrainer(logger=logger)
+    trainer = FakeTrainer(logger=logger)
     flush = WandbFlushHook()
     flush.register(trainer)
     try:
@@ -574,7 +558,7 @@ def test_wandb_flush_writes_no_empty_row_after_a_resume_that_logged_nothing_new(
     # empty row at W&B step 0 (the old flaky `{0} != {0}` in test_resume).
     logger = _fake_wandb_logger()
     flush = WandbFlushHook()
-    flush.register(_FakeTrainer(logger=logger))
+    flush.register(FakeTrainer(logger=logger))
     logger._step_registry.update({"step": 1024})  # restored from the checkpoint
     flush.load_state_dict({"last_flushed_steps": [("step", 1024)]})
     flush(None)

@@ -14,19 +14,14 @@ from torch.distributions import Categorical
 from torchrl.checkpoint import Checkpoint
 from torchrl.collectors import Collector
 from torchrl.envs import (
-    Compose,
-    GymEnv,
-    InitTracker,
-    RewardSum,
     SerialEnv,
-    StepCounter,
-    TransformedEnv,
 )
 from torchrl.modules import ProbabilisticActor
 from torchrl.record.loggers import CSVLogger
 from torchrl.trainers import Trainer
 from torchrl.trainers.trainers import DefaultOptimizationStepper
 
+from tests.conftest import cartpole
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
     LoggingHookSet,
@@ -36,11 +31,6 @@ from xdrl.trainer_hooks.logging import (
 
 FRAMES_PER_BATCH = 64
 TOTAL_FRAMES = 3 * FRAMES_PER_BATCH
-
-
-def _env() -> TransformedEnv:
-    base = GymEnv("CartPole-v1", categorical_action_encoding=True)
-    return TransformedEnv(base, Compose(StepCounter(), RewardSum(), InitTracker()))
 
 
 def _actor() -> ProbabilisticActor:
@@ -73,7 +63,7 @@ class _DummyLoss(torch.nn.Module):
 def _build(tmp_path: Path, *, checkpoint_file: Path):
     torch.manual_seed(0)
     actor = _actor()
-    env = _env()
+    env = cartpole()
     env.set_seed(0)
     collector = Collector(env, actor, frames_per_batch=FRAMES_PER_BATCH, total_frames=TOTAL_FRAMES)
     loss = _DummyLoss(actor)
@@ -94,7 +84,7 @@ def _build(tmp_path: Path, *, checkpoint_file: Path):
         save_trainer_file=checkpoint_file,
         save_trainer_interval=10**9,
     )
-    eval_env = SerialEnv(2, _env)
+    eval_env = SerialEnv(2, cartpole)
     eval_env.set_seed(1)
     evals = LoggingEvaluationHookSet(
         policy=actor,

@@ -10,14 +10,22 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-from tests.conftest import SMALL, XDRL_TRAIN, compose_config, read_scalars, read_summary, run_cli
+from tests.conftest import (
+    ENV,
+    SMALL,
+    XDRL_TRAIN,
+    compose_config,
+    read_scalars,
+    read_summary,
+    run_cli,
+    wait_for,
+)
 from tests.wandb_reader import offline_runs, read_history
 from xdrl.checkpointing import verify
 
@@ -33,7 +41,6 @@ ARGS = [
     "checkpoint.interval_frames=500",
     "checkpoint.keep_last=5",
 ]
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 
 
 def _checkpoints(run_dir: Path) -> list[Path]:
@@ -49,14 +56,6 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert proc.poll() is None, f"run ended early: {proc.stderr.read()[-2000:]}"
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def _last_logged_step(run_dir: Path) -> int:
@@ -85,7 +84,7 @@ def _kill_after_logging_past_a_checkpoint(args: list[str], cwd: Path, run_dir: P
         found = _checkpoints(run_dir)
         return bool(found) and _last_logged_step(run_dir) > _frames(found[-1])
 
-    _wait_for(logged_past_a_checkpoint, proc)
+    wait_for(logged_past_a_checkpoint, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     frames = _frames(_checkpoints(run_dir)[-1])
@@ -146,7 +145,7 @@ def test_sigterm_checkpoints_then_restart_continues(tmp_path: Path) -> None:
         f"hydra.run.dir={run_dir}",
     ]
     proc = _start(args, tmp_path)
-    _wait_for(lambda: any((run_dir / "logs").rglob("total_frames.csv")), proc)
+    wait_for(lambda: any((run_dir / "logs").rglob("total_frames.csv")), proc)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM
@@ -230,7 +229,7 @@ def test_ctrl_c_checkpoints_and_the_restart_loses_no_frames(tmp_path: Path) -> N
     run_dir = tmp_path / "run"
     args = [*ARGS, "total_frames=100000", "checkpoint.interval_frames=100000", "logging=csv"]
     proc = _start([*args, f"hydra.run.dir={run_dir}"], tmp_path)
-    _wait_for(lambda: _last_logged_step(run_dir) > 0, proc)
+    wait_for(lambda: _last_logged_step(run_dir) > 0, proc)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr[-2000:]
@@ -260,7 +259,7 @@ def test_a_second_run_in_a_live_run_dir_stops_with_one_line(tmp_path: Path) -> N
     args += ["eval.enabled=false", f"hydra.run.dir={run_dir}"]
     first = _start(args, tmp_path)
     try:
-        _wait_for(lambda: _last_logged_step(run_dir) > 0, first)
+        wait_for(lambda: _last_logged_step(run_dir) > 0, first)
         second = run_cli([*args, "seed=1"], cwd=tmp_path)
         assert first.poll() is None, "the first run ended before the second tried its dir"
     finally:

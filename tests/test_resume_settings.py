@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SMALL, XDRL_TRAIN, read_summary
+from tests.conftest import ENV, SMALL, XDRL_TRAIN, read_summary
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 BASE = [
     *[o for o in SMALL if not o.startswith("total_frames")],
     "checkpoint.interval_frames=256",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SMALL, XDRL_TRAIN, read_summary, run_cli
+from tests.conftest import ENV, SMALL, XDRL_TRAIN, read_summary, run_cli, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -32,7 +32,6 @@ SLURM = [
     "hydra.launcher.max_num_timeout=1",
 ]
 BUDGET = 12_288  # ~30-60 s of training on 2 busy cores: time to preempt it mid-run
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 
 
 def _cluster_down_reason() -> str | None:
@@ -125,14 +124,6 @@ def test_two_job_sweep_on_slurm(tmp_path: Path, sweep_dir: Path) -> None:
     assert Path(_submission_python(sweep_dir)).parent == Path(XDRL_TRAIN).parent
 
 
-def _wait(predicate, proc: subprocess.Popen, log: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert proc.poll() is None, f"sweep ended early:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"timed out:\n{log.read_text()[-3000:]}"
-        time.sleep(0.2)
-
-
 def test_preempted_job_is_requeued_and_resumes(tmp_path: Path, sweep_dir: Path) -> None:
     args = [
         "-m",
@@ -155,7 +146,7 @@ def test_preempted_job_is_requeued_and_resumes(tmp_path: Path, sweep_dir: Path) 
             [XDRL_TRAIN, *args], cwd=tmp_path, env=ENV, stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        _wait(lambda: any(sweep_dir.glob("0_*/checkpoints/checkpoint-*")), proc, log, 120)
+        wait_for(lambda: any(sweep_dir.glob("0_*/checkpoints/checkpoint-*")), proc, log=log)
         (job_id,) = _job_ids(sweep_dir)
         # Without --full the signal goes to the job step, where submitit's handler listens.
         subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)

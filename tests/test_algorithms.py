@@ -194,25 +194,49 @@ def test_missing_optional_package_names_the_extra(
 
 def test_whole_batch_minibatch_is_the_flattened_batch_and_matches_the_buffer() -> None:
     """minibatch_size == frames_per_batch: every epoch trains on the whole batch, and its loss
-    equals the loss on TorchRL's buffer sample (a permutation of the same frames)."""
-    import torch
+    and gradients equal those on TorchRL's buffer sample (a permutation of the same frames)."""
     from tensordict import TensorDict
+    from torchrl.collectors import Collector
     from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 
     from xdrl.algorithms.on_policy import WholeBatch, minibatch_buffer
+    from xdrl.algorithms.ppo import build
+    from xdrl.envs import make_env
 
     whole = minibatch_buffer(12, 12, "algorithm.build.minibatch_size")
     assert isinstance(whole, WholeBatch)
+    assert not isinstance(minibatch_buffer(12, 4, "k"), WholeBatch)
     batch = TensorDict({"x": torch.arange(12.0).reshape(3, 4)}, batch_size=[3, 4])
     assert whole.extend(batch) is batch
-    sample = whole.sample(batch)
-    assert sample.batch_size == torch.Size([12])
-    assert sample["x"].tolist() == list(range(12))
+    assert whole.sample(batch)["x"].tolist() == list(range(12))  # flattened, in order
+
+    torch.manual_seed(0)
+    env = make_env("CartPole-v1", num_envs=2, batching="vector", seed=0)
+    parts = build(env, frames_per_batch=64, minibatch_size=64)
+    collector = Collector(env, parts.policy, frames_per_batch=64, total_frames=64)
+    batch = next(iter(collector))
+    collector.shutdown()
+    loss = parts.loss_module
+    with torch.no_grad():
+        loss.value_estimator(batch)
     buffer = TensorDictReplayBuffer(
-        storage=LazyTensorStorage(12), sampler=SamplerWithoutReplacement(), batch_size=12
+        storage=LazyTensorStorage(64), sampler=SamplerWithoutReplacement(), batch_size=64
     )
     buffer.extend(batch.reshape(-1))
-    permuted = buffer.sample()["x"]
-    assert sorted(permuted.tolist()) == list(range(12))
-    assert torch.isclose((permuted**2).mean(), (sample["x"] ** 2).mean())
-    assert not isinstance(minibatch_buffer(12, 4, "k"), WholeBatch)
+    permuted = buffer.sample()
+    assert permuted["observation"].tolist() != batch.reshape(-1)["observation"].tolist()
+    whole = WholeBatch()
+    whole.extend(batch)
+    results = []
+    for sample in (whole.sample(), permuted):
+        loss.zero_grad()
+        out = loss(sample.clone())
+        sum(v for k, v in out.items() if k.startswith("loss_")).backward()
+        grads = [p.grad.clone() for p in loss.parameters() if p.grad is not None]
+        results.append((out.detach(), grads))
+    (ours, our_grads), (theirs, their_grads) = results
+    for key in ("loss_objective", "loss_critic"):
+        torch.testing.assert_close(ours[key], theirs[key], rtol=1e-5, atol=1e-6)
+    assert len(our_grads) == len(their_grads) > 0
+    for mine, ref in zip(our_grads, their_grads, strict=True):
+        torch.testing.assert_close(mine, ref, rtol=1e-4, atol=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torchrl.collectors import Collector
+from torchrl.envs import StepCounter
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from xdrl.algorithms import dqn, sac, td3
@@ -81,7 +82,11 @@ def test_same_batches_as_torchrl_collector(
 def test_fits_only_the_folded_transforms() -> None:
     env = make_env("CartPole-v1", num_envs=2, batching="vector", seed=0)
     policy = build(env, frames_per_batch=8, minibatch_size=8).policy
-    assert fits(env, policy) and fits(env, policy, init_random_frames=10)
+    assert fits(env, policy)
+    assert not fits(env, policy.module)  # a plain torch module, not a TensorDict module
+    capped = make_env("CartPole-v1", num_envs=2, batching="vector", seed=0)
+    capped.append_transform(StepCounter(max_steps=5))  # truncation is not folded in
+    assert not fits(capped, policy)
     normed = make_env("CartPole-v1", num_envs=2, batching="vector", normalize_observations=True)
     assert not fits(normed, policy)
     serial = make_env("CartPole-v1", num_envs=2, batching="serial")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from tests.conftest import CONF, compose_config, missing_extra, read_scalars
+from tests.conftest import CONF, compose_config, missing_extra, read_scalars, read_summary
 
 
 def _options(group: str) -> list[str]:
@@ -59,10 +59,49 @@ def test_logging_file_instantiates(logging_file: str, tmp_path: Path, monkeypatc
 
 
 @pytest.mark.parametrize("group", ["algorithm", "eval", "checkpoint", "experiment"])
-def test_every_option_composes(group: str, tmp_path: Path) -> None:
+def test_every_option_passes_the_pre_check(group: str, tmp_path: Path) -> None:
+    from xdrl.config_check import check_config
+
     for option in _options(group):
-        cfg = compose_config([f"{group}={option}"], tmp_path)
-        assert cfg.total_frames > 0 and cfg.frames_per_batch > 0
+        check_config(compose_config([f"{group}={option}"], tmp_path))
+
+
+# Every preset's own env and algorithm settings, on a budget of one small batch.
+PRESET_BUDGET = [
+    "total_frames=256",
+    "frames_per_batch=256",  # a multiple of every preset's minibatch size
+    "env.num_envs=2",
+    "logging=none",
+    "checkpoint=none",
+    "eval.episodes=1",
+    "eval.max_steps=20",
+    "eval.interval_frames=256",
+]
+
+
+@pytest.mark.parametrize("preset", _options("experiment"))
+def test_every_preset_trains_on_a_tiny_budget(preset: str, tmp_path: Path) -> None:
+    import yaml
+
+    import xdrl.run
+
+    text = (CONF / "experiment" / f"{preset}.yaml").read_text()
+    defaults = yaml.safe_load(text)["defaults"]
+    while not any("override /env" in str(entry) for entry in defaults):  # a preset on a preset
+        parent = next(entry for entry in defaults if isinstance(entry, str))
+        defaults = yaml.safe_load((CONF / "experiment" / f"{parent}.yaml").read_text())["defaults"]
+    overrides = dict(next(iter(e.items())) for e in defaults if isinstance(e, dict))
+    env_file, algorithm = overrides["override /env"], overrides["override /algorithm"]
+    missing = missing_extra(env_file)
+    if missing:
+        pytest.skip(f"needs xdrl[{missing}]")
+    cfg = compose_config([f"experiment={preset}", *PRESET_BUDGET], tmp_path / "run")
+    xdrl.run.run(cfg)
+    summary = read_summary(tmp_path / "run")
+    env_id = yaml.safe_load((CONF / "env" / f"{env_file}.yaml").read_text())["id"]
+    assert (summary["status"], summary["total_frames"]) == ("completed", 256)
+    assert (summary["env"], summary["algorithm"]) == (env_id, algorithm)
+    assert summary["eval"]  # the preset's policy was evaluated
 
 
 def test_every_yaml_key_is_commented() -> None:

@@ -185,7 +185,17 @@ def test_render_candidates_reach_the_first_gymnasium_env() -> None:
         except Exception:  # noqa: BLE001 - the TorchRL wrappers do not render
             continue
     assert frames and frames[0].ndim == 3 and frames[0].shape[-1] == 3
-    assert env.base_env._env is env.base_env._envs[0]
+    # the frame is sub-env 0's (seeded 0, then reset), drawn again here by gymnasium alone
+    reference = gymnasium.make("CartPole-v1", render_mode="rgb_array")
+    reference.reset(seed=0)
+    reference.reset()
+    assert np.array_equal(frames[0], reference.render())
+    other = gymnasium.make("CartPole-v1", render_mode="rgb_array")
+    other.reset(seed=1)
+    other.reset()
+    assert not np.array_equal(frames[0], other.render())  # sub-env 1 looks different
+    reference.close()
+    other.close()
     env.close()
 
 

@@ -95,7 +95,7 @@ def test_misspelt_key_or_option_is_one_line_with_a_suggestion(
 @pytest.mark.parametrize("flag", ["--help", "--cfg=job", "--info"])
 def test_fast_startup_commands_import_no_heavy_library(flag: str, tmp_path: Path) -> None:
     """What makes these commands fast, checked without a clock (the suite runs on busy
-    machines; scripts/bench_startup.py measures the time): Python's own import log of the
+    machines; `scripts/bench.py --mode startup` measures the time): Python's own import log of the
     real command names no torch, torchrl or wandb module."""
     result = run_cli([flag], cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"}, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -119,3 +119,39 @@ def test_help_does_not_import_heavy_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_exit_without_teardown_keeps_what_a_normal_exit_does(tmp_path: Path) -> None:
+    """Threads joined, atexit handlers run, buffered output flushed, the exit code kept; only
+    the interpreter's module teardown (here: a module-level ``__del__``) is skipped."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "thread-done"
+    code = f"""
+import atexit, sys, threading, time
+from xdrl.cli import exit_without_teardown
+
+class Teardown:
+    def __del__(self):
+        print("teardown ran", flush=True)
+
+keep = Teardown()
+def late():
+    time.sleep(0.3)
+    open({str(marker)!r}, "w").close()
+threading.Thread(target=late).start()
+atexit.register(lambda: print("atexit ran"))
+print("buffered", end="")
+exit_without_teardown(sys.argv[1] if sys.argv[1] == "boom" else int(sys.argv[1]))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code, "3"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 3
+    assert out.stdout == "bufferedatexit ran\n"  # no "teardown ran": finalization skipped
+    assert marker.exists()  # the non-daemon thread finished first
+    failed = subprocess.run(
+        [sys.executable, "-c", code, "boom"], capture_output=True, text=True, timeout=120
+    )
+    assert (failed.returncode, failed.stderr.strip()) == (1, "boom")

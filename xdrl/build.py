@@ -22,7 +22,7 @@ from xdrl.checkpointing import make_checkpointing, restore, resume_candidates, r
 from xdrl.collector import VectorCollector, fits
 from xdrl.config_check import check_config
 from xdrl.envs import reward_weights_of
-from xdrl.errors import ConfigError
+from xdrl.errors import ConfigError, first_line
 from xdrl.evaluation_history import EvaluationHistory
 from xdrl.loggers import WandbLogger, log_config, stable_run_id
 from xdrl.trainer import XdrlTrainer
@@ -97,14 +97,9 @@ def _instantiate(node: DictConfig, key: str, **kwargs: Any) -> Any:
         cause = err.__cause__ or err
         if isinstance(cause, ConfigError):
             raise cause from err
-        raise ConfigError(key, _first_line(cause)) from err
+        raise ConfigError(key, first_line(cause)) from err
     except TypeError as err:
-        raise ConfigError(key, f"{_first_line(err)} (check the keys under {key})") from err
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[-1] if text else type(err).__name__
+        raise ConfigError(key, f"{first_line(err)} (check the keys under {key})") from err
 
 
 def build_algorithm(cfg: DictConfig, env: Any) -> AlgorithmParts:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import shutil
 from collections.abc import Mapping
@@ -25,7 +24,9 @@ from typing import Any
 import yaml
 from torchrl.checkpoint import Checkpoint, CheckpointRotation, GlobalRNGState
 
-from xdrl.errors import ConfigError
+from xdrl.errors import ConfigError, first_line
+from xdrl.files import write_atomically
+from xdrl.nested import flatten
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,8 @@ class VerifiedCheckpoint(Checkpoint):
         destination = Path(path)
         try:
             destination = super().save(path, **kwargs)
-            _write_atomically(destination / CONFIG_FILE, yaml.safe_dump(self.config))
-            _write_atomically(destination / CHECKSUMS_FILE, json.dumps(_checksums(destination)))
+            write_atomically(destination / CONFIG_FILE, yaml.safe_dump(self.config))
+            write_atomically(destination / CHECKSUMS_FILE, json.dumps(_checksums(destination)))
         except OSError as err:
             if err.filename is None:  # a failed write() names no file; name the checkpoint
                 err.filename = str(destination)
@@ -120,15 +121,6 @@ class VerifiedCheckpoint(Checkpoint):
         if fresh:
             log.info("Checkpoint %s has no state for %s: starting them afresh", path, sorted(fresh))
         return super().load(path, components=sorted(requested - fresh), **kwargs)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _sha256(path: Path) -> str:
@@ -229,18 +221,9 @@ def resumed_run_dir(candidate: Path) -> Path:
     return candidate.parent.parent if candidate.parent.name == CHECKPOINT_DIR else candidate.parent
 
 
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(node, Mapping) or not node:
-        return {prefix.rstrip("."): node}
-    flat: dict[str, Any] = {}
-    for key, value in node.items():
-        flat.update(_flat(value, f"{prefix}{key}."))
-    return flat
-
-
 def config_changes(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``{dotted key: (saved value, new value)}`` for every key that differs."""
-    old_flat, new_flat = _flat(saved), _flat(new)
+    old_flat, new_flat = flatten(saved), flatten(new)
     keys = sorted(set(old_flat) | set(new_flat))
     return {
         k: (old_flat.get(k), new_flat.get(k))
@@ -293,7 +276,7 @@ def restore(
         try:
             trainer.load_from_file(candidate)
         except Exception as err:  # noqa: BLE001 - intact files that do not fit this run
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            first = first_line(err)
             raise ConfigError(
                 "resume",
                 f"{candidate} is intact but does not fit this run ({first}); "

@@ -63,7 +63,7 @@ def _fast_help(overrides: list[str]) -> str:
 def train(cfg: DictConfig) -> float | None:
     """Train one run; returns the configured objective for sweepers (e.g. Optuna)."""
     from xdrl.config_check import check_config
-    from xdrl.errors import ConfigError, RunError
+    from xdrl.errors import ConfigError, RunError, trace_to_log_files
 
     try:
         check_config(cfg)  # every value, before torch is imported (multirun jobs get it here)
@@ -77,21 +77,11 @@ def train(cfg: DictConfig) -> float | None:
             raise
         raise SystemExit(1) from None
     except ConfigError as err:
-        _log_trace_to_file(err)
+        trace_to_log_files(err, f"config error: {err}", log)
         print(f"xdrl-train: config error: {err}", file=sys.stderr)
         if _in_multirun():  # fail this job only; the sweep goes on and reports it
             raise RuntimeError(f"config error: {err}") from None
         raise SystemExit(2) from None
-
-
-def _log_trace_to_file(err: BaseException) -> None:
-    """The error's full trace into the run's log file only; stderr gets the one line."""
-    record = log.makeRecord(
-        log.name, logging.ERROR, __file__, 0, "config error: %s", (err,), sys.exc_info()
-    )
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler):
-            handler.handle(record)
 
 
 def _in_multirun() -> bool:
@@ -109,7 +99,7 @@ def _precheck(args: list[str]) -> str | None:
     from hydra.errors import ConfigCompositionException, MissingConfigException
 
     from xdrl.config_check import check_config, check_writable_dir
-    from xdrl.errors import ConfigError
+    from xdrl.errors import ConfigError, first_line
 
     try:
         with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
@@ -119,7 +109,7 @@ def _precheck(args: list[str]) -> str | None:
     except ConfigCompositionException as err:
         return _unknown_key(str(err))
     except Exception as err:  # noqa: BLE001 - Hydra then reports anything else itself
-        return str(err).splitlines()[0] if str(err) else None
+        return first_line(err) if str(err).strip() else None
     try:
         check_writable_dir(str(cfg.hydra.run.dir), "hydra.run.dir")
         with open_dict(cfg):

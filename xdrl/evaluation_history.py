@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from xdrl.files import write_atomically
 
 if TYPE_CHECKING:  # imported for types only: xdrl-report reads the file without torch
     from torchrl.trainers.trainers import Trainer
@@ -78,9 +79,7 @@ class EvaluationHistory:
         if frames > 0 and self.path.is_file():
             kept = [r for r in read_evaluations(self.path) if int(r["frames"]) <= frames]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-        os.replace(tmp, self.path)
+        write_atomically(self.path, "".join(json.dumps(r) + "\n" for r in kept))
         self._last_frames = max((int(r["frames"]) for r in kept), default=None)
 
     def _record(self, frames: int) -> None:

@@ -22,7 +22,8 @@ from torchrl.record.loggers import CSVLogger as _TorchRLCSVLogger
 from torchrl.record.loggers import Logger
 from torchrl.record.loggers.wandb import WandbLogger as _TorchRLWandbLogger
 
-from xdrl.errors import ConfigError
+from xdrl.errors import ConfigError, first_line
+from xdrl.nested import flatten
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ class WandbLogger(_TorchRLWandbLogger):
         try:
             return super()._create_experiment()
         except Exception as err:  # noqa: BLE001 - any failure to start online: go offline
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            reason = first_line(err)
         wandb.teardown()  # the service still holds the failed online run's id
         self._wandb_kwargs["mode"] = "offline"
         self._wandb_kwargs["settings"] = wandb.Settings()
@@ -241,18 +242,12 @@ def close_logger(logger: Logger | None) -> None:
         log.warning("Closing the %s failed: %s", type(logger).__name__, err)
 
 
-def flatten_config(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a/b": 1}``; lists become strings (TensorBoard hparams)."""
-    flat: dict[str, Any] = {}
-    for key, value in cfg.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten_config(value, prefix=f"{name}/"))
-        elif value is None or isinstance(value, (list, tuple)):
-            flat[name] = str(value)
-        else:
-            flat[name] = value
-    return flat
+def flatten_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a/b": 1}``; lists and None as strings (TensorBoard hparams)."""
+    return {
+        key: str(value) if value is None or isinstance(value, (list, tuple)) else value
+        for key, value in flatten(cfg, sep="/").items()
+    }
 
 
 def log_config(logger: Logger | None, cfg: Mapping[str, Any]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import signal
 import sys
@@ -15,24 +14,20 @@ from typing import Any
 from omegaconf import DictConfig
 
 from xdrl.build import Run, build_trainer
-from xdrl.errors import RunError
+from xdrl.errors import RunError, first_line, trace_to_log_files
+from xdrl.files import SUMMARY_FILE, write_atomically
 from xdrl.loggers import close_logger
 from xdrl.process import ProcessSettings
 from xdrl.run_lock import RunDirLock
 
 log = logging.getLogger(__name__)
 
-SUMMARY_FILE = "summary.json"
-
 
 def write_summary(run_dir: str, summary: dict[str, Any]) -> Path:
     """Write ``summary.json`` atomically (temporary file, then rename)."""
     path = Path(run_dir) / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_atomically(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
 
 
 class _StopRequest:
@@ -106,23 +101,13 @@ def _as_io_error(err: BaseException) -> OSError | None:
 
 def _one_line(err: BaseException) -> str:
     """``Type: first line of the message``, for summary.json and the sweep table."""
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+    return f"{type(err).__name__}: {first_line(err)}" if str(err).strip() else type(err).__name__
 
 
 def _io_error_line(err: OSError, run_dir: str) -> str:
     """``No space left on device: <path>``: what went wrong, naming the path."""
     where = err.filename or f"a file under {run_dir}"
     return f"{err.strerror or type(err).__name__}: {where}"
-
-
-def _trace_to_log_files(err: BaseException) -> None:
-    """The full traceback in the run's log file(s) only; the terminal gets one line."""
-    trace = (type(err), err, err.__traceback__)
-    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "Run failed", (), trace)
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler):
-            handler.handle(record)
 
 
 def run(cfg: DictConfig, process: ProcessSettings | None = None) -> float | None:
@@ -159,7 +144,7 @@ def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
             error = _one_line(err)
             raise
         error = _io_error_line(io_error, cfg.run_dir)
-        _trace_to_log_files(err)
+        trace_to_log_files(err, "Run failed", log)
         raise RunError(error) from err
     except Exception as err:
         error = _one_line(err)  # summary.json and the sweep table say why

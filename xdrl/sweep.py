@@ -13,7 +13,6 @@ import atexit
 import json
 import logging
 import math
-import os
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,9 +22,10 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from xdrl.files import SUMMARY_FILE, write_atomically
+
 log = logging.getLogger(__name__)
 
-SUMMARY_FILE = "summary.json"  # written by xdrl.run (not imported here: it imports torch)
 TABLE_MD = "sweep_summary.md"
 TABLE_JSON = "sweep_summary.json"
 OPTUNA_RESULTS = "optimization_results.yaml"  # written by hydra-optuna-sweeper
@@ -237,9 +237,7 @@ def write_sweep_summary(data: SweepSummaryData) -> tuple[Path, Path]:
         (md, format_table(data)),
         (js, json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n"),
     ):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        write_atomically(path, text)
     return md, js
 
 

@@ -27,13 +27,10 @@ def non_dominated(points: Points) -> list[list[float]]:
         >>> non_dominated([(1, 2), (2, 1), (1, 1), (2, 1)])
         [[1.0, 2.0], [2.0, 1.0]]
     """
+    from pymoo.util.nds.non_dominated_sorting import find_non_dominated
+
     arr = np.unique(_array(points), axis=0) if len(points) else _array(points)
-    keep = []
-    for i, p in enumerate(arr):
-        dominated = np.any(np.all(arr >= p, axis=1) & np.any(arr > p, axis=1))
-        if not dominated:
-            keep.append(i)
-    front = arr[keep]
+    front = arr[find_non_dominated(-arr)] if len(arr) else arr  # pymoo minimizes
     front = front[np.lexsort(front.T[::-1])] if len(front) else front
     return [[float(x) for x in row] for row in front]
 
@@ -82,5 +79,5 @@ def mean_ci95(values: Sequence[float]) -> list[float] | None:
     from scipy import stats
 
     arr = np.asarray(values, dtype=float)
-    half = float(stats.t.ppf(0.975, len(arr) - 1) * arr.std(ddof=1) / np.sqrt(len(arr)))
-    return [float(arr.mean()) - half, float(arr.mean()) + half]
+    low, high = stats.t.interval(0.95, len(arr) - 1, loc=arr.mean(), scale=stats.sem(arr))
+    return [float(low), float(high)]

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from xdrl.files import write_atomically
 from xdrl.pareto import metrics
 from xdrl.pareto.plots import plot_front
 from xdrl.pareto.weights import simplex_weights
@@ -194,9 +194,7 @@ def write_report(data: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / PARETO_JSON
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(data, indent=2) + "\n")
     png = plot_front(
         data["points"],
         data["front"],

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-SUMMARY_FILE = "summary.json"  # written by xdrl.run
+from xdrl.files import SUMMARY_FILE
 
 
 @dataclass

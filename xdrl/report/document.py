@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
+from xdrl.files import write_atomically
 from xdrl.report.analysis import Analysis, GroupResult
 from xdrl.report.stats import CONFIDENCE, METHOD, N_RESAMPLES
 
@@ -155,9 +155,7 @@ def _finite(node: Any) -> Any:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomically(path, text)
 
 
 def write_text_files(out_dir: Path, analysis: Analysis, md: str) -> tuple[Path, Path]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
+from xdrl.nested import flatten
 from xdrl.report.runs import RunRecord
 
 # Per-run keys: they differ between seeds of one configuration without changing it.
@@ -36,15 +36,6 @@ class Group:
     env: str | None = None
 
 
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(_flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: node}
-
-
 def override_key(override: str) -> str:
     """``+a.b@pkg=1`` -> ``a.b``."""
     return override.split("=", 1)[0].split("@", 1)[0].lstrip("+~")
@@ -56,7 +47,7 @@ def _is_per_run(key: str) -> bool:
 
 def config_identity(run: RunRecord) -> str:
     """The run's config without per-run keys, as a canonical string."""
-    flat = {k: v for k, v in _flatten(run.config).items() if not _is_per_run(k)}
+    flat = {k: v for k, v in flatten(run.config).items() if not _is_per_run(k)}
     return json.dumps(flat, sort_keys=True, default=str)
 
 
@@ -69,7 +60,7 @@ def _shared_overrides(runs: list[RunRecord]) -> list[str]:
 def _config_diff_names(groups: list[Group]) -> None:
     """Name groups by the config keys whose values differ between them."""
     flats = [
-        {k: v for k, v in _flatten(g.runs[0].config).items() if not _is_per_run(k)} for g in groups
+        {k: v for k, v in flatten(g.runs[0].config).items() if not _is_per_run(k)} for g in groups
     ]
     keys = sorted({k for f in flats for k in f if any(f.get(k) != o.get(k) for o in flats)})
     for group, flat in zip(groups, flats, strict=True):

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from xdrl.evaluation_history import EVALUATIONS_FILE, read_evaluations
+from xdrl.files import SUMMARY_FILE
 
-SUMMARY_FILE = "summary.json"  # xdrl.run.SUMMARY_FILE (not imported: xdrl.run imports torch)
 CONFIG_FILE = Path(".hydra") / "config.yaml"
 OVERRIDES_FILE = Path(".hydra") / "overrides.yaml"
 INCOMPLETE = "incomplete"

@@ -8,6 +8,15 @@ This env keeps TorchRL's contract (specs, ``_reset`` masks, ``_step`` masks, see
 the per-env work with plain numpy: one Python loop over ``env.step``, then one TensorDict of
 batch size ``[N]`` per batched step. ``make_env(..., batching="vector")`` wraps it in the same
 transforms as the ``SerialEnv`` path, and both give the same episodes for the same seeds.
+
+It is not gymnasium's ``SyncVectorEnv``: it calls ``gymnasium.make`` once per sub-env and steps
+them in its own loop, leaving resets to TorchRL (partial, per sub-env). Against TorchRL's own
+batched path for gymnasium vector envs, ``GymWrapper`` around
+``SyncVectorEnv(autoreset_mode=SAME_STEP)``, collecting 256 CartPole frames (8 envs, the PPO
+actor, ``StepCounter``/``RewardSum``/``InitTracker``, TorchRL's ``Collector``) took 25 ms with
+this env and 33 ms with that one, in the same run on this project's 2-core machine (November 23):
+about a quarter less. Both are far above the 3-4 ms of a lean loop; the per-step TensorDict work
+that remains is what ``xdrl.collector.VectorCollector`` removes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,14 @@
-"""Frame capture for evaluation videos: find the gymnasium env behind TorchRL wrappers."""
+"""Frame capture for evaluation videos: find the gymnasium env behind TorchRL wrappers.
+
+Why not TorchRL's ``PixelRenderTransform`` and ``VideoRecorder``: the transform calls its
+parent's ``render()`` at every step and carries the frame in the rollout TensorDict, and the
+recorder takes the frames from there. On xdrl's batched evaluation env (a ``VectorGymEnv`` or a
+``SerialEnv`` of N sub-envs) that needs either a batched ``render()`` returning one image, which
+neither has, or the transform inside every sub-env: N frames of 400x600x3 per step, in every
+evaluation, where a video wants one sub-env's frames and only when one is due. So the evaluation
+hook finds the first sub-env's gymnasium env behind the wrappers (:func:`renderable_candidates`)
+and calls its ``render()`` itself, only while recording.
+"""
 
 from __future__ import annotations
 

@@ -22,6 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 XDRL_TRAIN = str(Path(sys.executable).with_name("xdrl-train"))
 
+# No logger, evaluation or checkpoint: for in-process runs that only train.
+QUIET = ["logging=none", "eval=none", "checkpoint=none"]
+
 # W&B never reaches a server from a test; the environment of every xdrl-train subprocess.
 WANDB_OFFLINE = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 ENV = {**os.environ, **WANDB_OFFLINE}

@@ -8,6 +8,7 @@ import torch
 from tensordict import TensorDict
 from torchrl.trainers import DefaultOptimizationStepper
 
+from tests.conftest import QUIET
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.build import build_trainer
 from xdrl.trainer import XdrlTrainer, mean_of_steps
@@ -33,9 +34,7 @@ def test_hooks_see_the_mean_of_every_step_of_the_batch(make_cfg) -> None:
         "algorithm.build.minibatch_size=64",
         "algorithm.build.epochs=3",
         "total_frames=256",
-        "logging=none",
-        "eval=none",
-        "checkpoint=none",
+        *QUIET,
     )
     run = build_trainer(cfg)
     try:
@@ -137,9 +136,7 @@ def test_same_optimization_as_torchrl_trainer(make_cfg, epochs: int) -> None:
         f"algorithm.build.epochs={epochs}",
         "algorithm.build.advantage_every_epoch=true",  # GAE and buffer fill inside optim_steps
         "total_frames=128",
-        "logging=none",
-        "eval=none",
-        "checkpoint=none",
+        *QUIET,
     )
     run = build_trainer(cfg)
     try:
@@ -183,9 +180,7 @@ def test_stepper_takes_the_same_step_as_torchrl(make_cfg, components) -> None:
         "algorithm.build.minibatch_size=64",
         "algorithm.max_grad_norm=0.5",
         "total_frames=64",
-        "logging=none",
-        "eval=none",
-        "checkpoint=none",
+        *QUIET,
     )
     run = build_trainer(cfg)
     try:

@@ -14,10 +14,9 @@ import torch
 from torchrl.modules import EGreedyModule
 from torchrl.objectives.value import GAE
 
+from tests.conftest import QUIET
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.build import build_trainer
-
-QUIET = ["logging=none", "eval=none", "checkpoint=none"]
 
 
 class _SubBatches(DetachedOptimizationStepper):
@@ -70,19 +69,9 @@ def _gae_now(loss, batch, *, gamma: float, lmbda: float, reward_scale: float = 1
     return data.get("advantage").reshape(-1)
 
 
-@pytest.mark.parametrize("every_epoch", [False, True])
-def test_advantage_every_epoch(make_cfg, every_epoch: bool) -> None:
-    cfg = make_cfg(
-        "total_frames=64",
-        "frames_per_batch=64",
-        "env.num_envs=2",
-        "algorithm.build.minibatch_size=64",  # one whole-batch step per epoch
-        "algorithm.build.epochs=3",
-        "algorithm.build.gamma=0.9",
-        "algorithm.build.lmbda=0.8",
-        f"algorithm.build.advantage_every_epoch={str(every_epoch).lower()}",
-        *QUIET,
-    )
+def _train_recording_gae(cfg, reward_scale: float = 1.0) -> tuple[list, list]:
+    """Train ``cfg``'s PPO run (gamma 0.9, lambda 0.8); the sub-batches it trained on and
+    TorchRL's GAE at the start of each epoch."""
     run = build_trainer(cfg)
     try:
         trainer = run.trainer
@@ -91,14 +80,38 @@ def test_advantage_every_epoch(make_cfg, every_epoch: bool) -> None:
         expected = []
 
         def at_epoch_start(batch):
-            expected.append(_gae_now(trainer.loss_module, batch, gamma=0.9, lmbda=0.8))
+            loss = trainer.loss_module
+            expected.append(_gae_now(loss, batch, gamma=0.9, lmbda=0.8, reward_scale=reward_scale))
             return batch
 
         trainer.register_op("pre_epoch", at_epoch_start)
         trainer.train()
     finally:
         run.close()
-    used = [sub.get("advantage").reshape(-1) for sub in recorder.seen]
+    return recorder.seen, expected
+
+
+PPO_ONE_BATCH = [
+    "total_frames=64",
+    "frames_per_batch=64",
+    "env.num_envs=2",
+    "algorithm.build.minibatch_size=64",  # one whole-batch step per epoch
+    "algorithm.build.gamma=0.9",
+    "algorithm.build.lmbda=0.8",
+    *QUIET,
+]
+
+
+@pytest.mark.parametrize("every_epoch", [False, True])
+def test_advantage_every_epoch(make_cfg, every_epoch: bool) -> None:
+    flag = str(every_epoch).lower()
+    cfg = make_cfg(
+        *PPO_ONE_BATCH,
+        "algorithm.build.epochs=3",
+        f"algorithm.build.advantage_every_epoch={flag}",
+    )
+    seen, expected = _train_recording_gae(cfg)
+    used = [sub.get("advantage").reshape(-1) for sub in seen]
     assert len(used) == len(expected) == 3
     torch.testing.assert_close(used[0], expected[0], rtol=1e-5, atol=1e-6)
     assert not torch.allclose(expected[1], expected[0])  # the critic moved between epochs
@@ -110,44 +123,12 @@ def test_advantage_every_epoch(make_cfg, every_epoch: bool) -> None:
 
 
 def test_reward_scale_scales_the_value_targets_only(make_cfg) -> None:
-    cfg = make_cfg(
-        "total_frames=64",
-        "frames_per_batch=64",
-        "env.num_envs=2",
-        "algorithm.build.minibatch_size=64",
-        "algorithm.build.epochs=1",
-        "algorithm.build.gamma=0.9",
-        "algorithm.build.lmbda=0.8",
-        "algorithm.build.reward_scale=0.1",
-        *QUIET,
-    )
-    run = build_trainer(cfg)
-    try:
-        trainer = run.trainer
-        recorder = _SubBatches()
-        trainer.optimization_stepper = recorder
-        expected = []
-        trainer.register_op(
-            "pre_epoch",
-            lambda batch: (
-                expected.append(
-                    _gae_now(trainer.loss_module, batch, gamma=0.9, lmbda=0.8, reward_scale=0.1)
-                )
-                or batch
-            ),
-        )
-        logged = []
-        trainer.register_op("pre_steps_log", lambda batch: logged.append(batch.clone()) and None)
-        trainer.train()
-    finally:
-        run.close()
-    (sub,) = recorder.seen
+    cfg = make_cfg(*PPO_ONE_BATCH, "algorithm.build.epochs=1", "algorithm.build.reward_scale=0.1")
+    (sub,), expected = _train_recording_gae(cfg, reward_scale=0.1)
     assert torch.all(sub.get(("next", "reward")) == 1.0)  # CartPole's reward, in env units
-    torch.testing.assert_close(
-        sub.get(("next", "train_reward")), torch.full_like(sub.get(("next", "reward")), 0.1)
-    )
+    scaled = sub.get(("next", "train_reward"))
+    torch.testing.assert_close(scaled, torch.full_like(scaled, 0.1))
     torch.testing.assert_close(sub.get("advantage").reshape(-1), expected[0], rtol=1e-5, atol=1e-6)
-    assert torch.all(logged[0].get(("next", "reward")) == 1.0)  # what the logging hooks read
 
 
 def test_epsilon_anneals_by_collected_frames(make_cfg) -> None:

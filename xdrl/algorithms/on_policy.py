@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
+from torchrl.modules import ProbabilisticActor, ValueOperator
 from torchrl.objectives.value import GAE
 from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
 
@@ -104,12 +105,11 @@ def on_policy_hooks(
 
 def actor_critic(
     env, actor_cells: Sequence[int], critic_cells: Sequence[int], activation: str, device: str
-):
-    """A stochastic actor and a state-value critic for ``env``."""
+) -> tuple[ProbabilisticActor, ValueOperator]:
+    """A stochastic actor and a state-value critic for ``env`` (built in that order: seeds)."""
     act = activation_class(activation)
-    return stochastic_actor(env, actor_cells, act, device), state_value(
-        env, critic_cells, act, device
-    )
+    actor = stochastic_actor(env, actor_cells, act, device)
+    return actor, state_value(env, critic_cells, act, device)
 
 
 def on_policy_parts(
@@ -128,12 +128,7 @@ def on_policy_parts(
 ) -> AlgorithmParts:
     """GAE on ``critic``, the reward scale, the minibatch buffer and the parts around ``loss``."""
     loss.make_value_estimator(
-        GAE,
-        gamma=gamma,
-        lmbda=lmbda,
-        value_network=critic,
-        average_gae=False,
-        device=device,
+        GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
     )
     scale_hooks = use_reward_scale(loss, reward_scale, "algorithm.build.reward_scale")
     buffer = minibatch_buffer(frames_per_batch, minibatch_size, "algorithm.build.minibatch_size")

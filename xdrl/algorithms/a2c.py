@@ -7,8 +7,7 @@ from torchrl.objectives.value import GAE
 
 from xdrl.algorithms.common import AlgorithmParts, activation_class, state_value, stochastic_actor
 from xdrl.algorithms.ppo import minibatch_buffer, on_policy_hooks
-from xdrl.config_check import Activation, Cells, Discount, Fraction, NonNegativeFloat, PositiveInt
-from xdrl.errors import ConfigError
+from xdrl.config_types import Activation, Cells, Discount, Fraction, NonNegativeFloat, PositiveInt
 
 
 def build(
@@ -31,8 +30,6 @@ def build(
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=40)
     """
-    if epochs < 1:
-        raise ConfigError("algorithm.build.epochs", f"must be at least 1, got {epochs}")
     minibatch_size = minibatch_size or frames_per_batch
     act = activation_class(activation)
     actor = stochastic_actor(env, actor_cells, act, device)

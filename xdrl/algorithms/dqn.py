@@ -17,7 +17,7 @@ from xdrl.algorithms.off_policy import (
     replay_buffer,
     target_updater,
 )
-from xdrl.config_check import (
+from xdrl.config_types import (
     Activation,
     Cells,
     Discount,

@@ -8,7 +8,7 @@ from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
 
 from xdrl.algorithms.common import AlgorithmParts, activation_class, state_value, stochastic_actor
 from xdrl.algorithms.ppo_loss import LeanClipPPOLoss
-from xdrl.config_check import (
+from xdrl.config_types import (
     Activation,
     Cells,
     Discount,
@@ -82,8 +82,6 @@ class RewardScale:
 def use_reward_scale(loss_module, reward_scale: float, key: str) -> list:
     """Point the loss and its value estimator at the scaled reward (call after
     ``make_value_estimator``); returns the batch_process hook that writes it."""
-    if reward_scale <= 0:
-        raise ConfigError(key, f"must be positive, got {reward_scale}")
     if reward_scale == 1.0:
         return []
     loss_module.set_keys(reward=TRAIN_REWARD_KEY)
@@ -133,8 +131,6 @@ def build(
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
     """
-    if epochs < 1:
-        raise ConfigError("algorithm.build.epochs", f"must be at least 1, got {epochs}")
     act = activation_class(activation)
     actor = stochastic_actor(env, actor_cells, act, device)
     critic = state_value(env, critic_cells, act, device)

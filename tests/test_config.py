@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
 
 from tests.conftest import CONF, compose_config, read_scalars
+from xdrl.settings import (
+    AlgorithmSettings,
+    CheckpointSettings,
+    EvalSettings,
+    LoggingSettings,
+    RunSettings,
+)
 
 OPTIONAL_ENV_PACKAGES = {"box2d": "Box2D", "mujoco": "mujoco"}
 
@@ -69,11 +77,29 @@ def test_logging_file_instantiates(logging_file: str, tmp_path: Path, monkeypatc
         assert read_scalars(tmp_path / "logs") == {"counters/total_frames": [(1, 1.0)]}
 
 
-@pytest.mark.parametrize("group", ["algorithm", "eval", "checkpoint", "experiment"])
-def test_every_option_composes(group: str, tmp_path: Path) -> None:
+TYPED_GROUPS = {"eval": EvalSettings, "checkpoint": CheckpointSettings, "logging": LoggingSettings}
+
+
+@pytest.mark.parametrize("group", sorted(TYPED_GROUPS))
+def test_every_option_instantiates_its_typed_settings(group: str, tmp_path: Path) -> None:
+    """The ``_target_`` of eval, checkpoint and logging is a real constructor: every option
+    builds it with its YAML values, and every field without a default is set in YAML."""
+    cls = TYPED_GROUPS[group]
+    required = {f.name for f in fields(cls) if f.default is MISSING}
     for option in _options(group):
-        cfg = compose_config([f"{group}={option}"], tmp_path)
-        assert cfg.total_frames > 0 and cfg.frames_per_batch > 0
+        node = compose_config([f"{group}={option}"], tmp_path)[group]
+        settings = instantiate(node, _recursive_=False)
+        assert isinstance(settings, cls)
+        keys = {str(k) for k in node if k != "_target_"}
+        assert required <= keys <= {f.name for f in fields(cls)}, option
+        assert {k: getattr(settings, k) for k in keys} == {k: node[k] for k in keys}
+
+
+def test_top_level_and_algorithm_keys_are_their_settings_fields(tmp_path: Path) -> None:
+    assert set(map(str, compose_config([], tmp_path))) == {f.name for f in fields(RunSettings)}
+    for option in _options("algorithm"):
+        node = compose_config([f"algorithm={option}"], tmp_path).algorithm
+        assert set(map(str, node)) == {f.name for f in fields(AlgorithmSettings)}, option
 
 
 def test_every_yaml_key_is_commented() -> None:

@@ -316,6 +316,19 @@ def test_builder_signature_read_without_import_matches_type_hints(algorithm: str
     assert {name: params[name].annotation for name in hints} == hints
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["RunSettings", "AlgorithmSettings", "EvalSettings", "CheckpointSettings", "LoggingSettings"],
+)
+def test_settings_class_read_without_import_matches_type_hints(name: str) -> None:
+    import xdrl.settings
+
+    read = read_signature(f"xdrl.settings.{name}")
+    assert read is not None
+    hints = typing.get_type_hints(getattr(xdrl.settings, name), include_extras=True)
+    assert {key: param.annotation for key, param in read[0].items()} == hints
+
+
 def test_make_env_signature_is_read_too() -> None:
     import xdrl.envs
 

@@ -372,7 +372,7 @@ def make_env(
     base = None
     if batching == "vector":
         base = _make_vector(
-            id,
+            _bare_id(id),  # module imported above; VectorGymEnv looks the id up in the registry
             num_envs,
             device=device,
             frame_skip=frame_skip,

@@ -107,6 +107,9 @@ BAD_VALUES = [
     ("algorithm.build.reward_scale=0", "algorithm.build.reward_scale"),
     ("algorithm=a2c algorithm.build.epochs=0", "algorithm.build.epochs"),
     ("env=deep_sea_treasure env.reward_weights=[.nan,1]", "env.reward_weights"),
+    ("env=deep_sea_treasure env.reward_weights=[0.5,0.3,0.2]", "env.reward_weights"),
+    ("env=deep_sea_treasure env.reward_weights=[0,0]", "env.reward_weights"),
+    ("env.reward_weights=[1.0]", "env.reward_weights"),  # CartPole's reward is a scalar
     ("checkpoint.keep_best=maybe", "checkpoint.keep_best"),
     ("+logging.log_model=3", "logging.log_model"),
     ("+checkpoint.keep_bst=true", "checkpoint.keep_bst"),

@@ -9,7 +9,18 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-LEAVES = {"xdrl.config_types": set(), "xdrl.errors": set(), "xdrl.settings": {"xdrl.config_types"}}
+LEAVES = {
+    "xdrl.config_types": set(),
+    "xdrl.errors": set(),
+    "xdrl.policy_types": set(),
+    "xdrl.settings": {"xdrl.config_types"},
+}
+# (module, package it must not import): arrows that would point up
+UPWARD = [
+    ("xdrl.collector", "xdrl.algorithms"),  # the collector knows policies by xdrl.policy_types
+    ("xdrl.envs", "xdrl.config_check"),  # the check reads the env factory, never the reverse
+    ("xdrl.config_types", "xdrl"),
+]
 
 
 def _module_name(path: Path) -> str:
@@ -63,3 +74,9 @@ def test_no_import_cycles() -> None:
 def test_leaf_modules_import_only_leaves() -> None:
     graph = _import_graph()
     assert {leaf: graph[leaf] for leaf in LEAVES} == LEAVES
+
+
+def test_no_upward_arrows() -> None:
+    graph = _import_graph()
+    wrong = [(m, t) for m, package in UPWARD for t in graph[m] if t.startswith(package)]
+    assert not wrong

@@ -126,7 +126,10 @@ def check_config(cfg: DictConfig) -> None:
     _check_group(cfg, "algorithm.optimizer", OPTIMIZER_KEYS, closed=False)
     _check_target(cfg, "env")
     check_env(
-        str(cfg.env.id), _value(cfg, "env.import_modules") or [], _value(cfg, "env.make_kwargs")
+        str(cfg.env.id),
+        _value(cfg, "env.import_modules") or [],
+        _value(cfg, "env.make_kwargs"),
+        _value(cfg, "env.reward_weights"),
     )
     _check_target(cfg, "algorithm.build")
     _check_sizes(cfg)

@@ -109,15 +109,23 @@ def check_env_id(env_id: str, key: str = "env.id") -> None:
 
 
 def check_env(
-    env_id: str, import_modules: Sequence[str], make_kwargs: Mapping[str, Any] | None
+    env_id: str,
+    import_modules: Sequence[str],
+    make_kwargs: Mapping[str, Any] | None,
+    reward_weights: Sequence[float] | None = None,
 ) -> None:
     """The pre-training checks of an env config: its modules import, ``env.id`` is registered,
-    ``env.make_kwargs`` are arguments of its constructor, and its observation space is one xdrl
-    trains on (one ``gymnasium.make``, no torch)."""
+    ``env.make_kwargs`` are arguments of its constructor, its observation space is one xdrl
+    trains on, and ``reward_weights`` fit its reward (one ``gymnasium.make``, no torch)."""
     import_env_modules(import_modules)
     check_env_id(env_id)
     kwargs = check_make_kwargs(env_id, make_kwargs or {})
-    check_observation_space(env_id, kwargs)
+    reward_dim = check_observation_space(env_id, kwargs)
+    if reward_weights is None:
+        return
+    if reward_dim is None:
+        raise ConfigError("env.reward_weights", f"{env_id} has a scalar reward; set it to null")
+    check_reward_weights(reward_weights, reward_dim, env_id)
 
 
 def check_make_kwargs(env_id: str, make_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,19 +159,20 @@ def check_make_kwargs(env_id: str, make_kwargs: Mapping[str, Any]) -> dict[str, 
     return dict(make_kwargs)
 
 
-def check_observation_space(env_id: str, make_kwargs: Mapping[str, Any]) -> None:
+def check_observation_space(env_id: str, make_kwargs: Mapping[str, Any]) -> int | None:
     """Fail with one line when ``env_id`` observes something xdrl's networks cannot take
-    (Discrete, Tuple, Dict, pixels); creates the env once, without torch."""
+    (Discrete, Tuple, Dict, pixels); creates the env once, without torch. Returns the number of
+    objectives of a multi-objective env (None: a scalar reward)."""
     try:
         key = (env_id, tuple(sorted(make_kwargs.items())))
         hash(key)
     except TypeError:  # unhashable make_kwargs values: no cache
-        return _check_space(env_id, tuple(make_kwargs.items()))
+        return _check_space.__wrapped__(env_id, tuple(make_kwargs.items()))
     return _check_space(*key)
 
 
 @functools.lru_cache(maxsize=16)
-def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> None:
+def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int | None:
     import gymnasium
 
     try:
@@ -172,10 +181,14 @@ def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> None:
         raise _missing_dependency(env_id, err) from err
     try:
         space = env.observation_space
+        reward_space = getattr(env.unwrapped, "reward_space", None)
     finally:
         env.close()
+    reward_dim = None
+    if reward_space is not None and is_multi_objective(env_id):
+        reward_dim = int(reward_space.shape[-1])
     if isinstance(space, gymnasium.spaces.Box) and len(space.shape) == 1:
-        return
+        return reward_dim
     kind = ""
     if isinstance(space, gymnasium.spaces.Box):
         kind = " (pixels)" if len(space.shape) == 3 else f" ({len(space.shape)}-d)"
@@ -272,7 +285,9 @@ def check_reward_weights(weights: Sequence[float], reward_dim: int, env_id: str)
         )
     if sum(values) <= 0:
         raise ConfigError(
-            key, f"weights must have a positive sum, got {values} (sum {sum(values)})"
+            key,
+            f"weights must have a positive sum, got {values} (sum {sum(values)}); "
+            f"pass e.g. {[round(1 / reward_dim, 3)] * reward_dim}",
         )
     return values
 

@@ -128,6 +128,8 @@ BAD_VALUES = [
     ("env.id=FrozenLake-v1", "env.id"),  # Discrete observations
     ("env.id=Blackjack-v1", "env.id"),  # Tuple observations
     ("env.id=CarRacing-v3", "env.id"),  # pixels
+    ("env.id=tests.user_envs:XdrlDictCorridor-v0", "env.id"),  # Dict, as MiniGrid's
+    ("+env.make_kwargs.length=-3 env.id=tests.user_envs:XdrlCorridor-v0", "env.make_kwargs"),
 ]
 # (override, key, environment variables): variables the libraries read at start-up (issue 18 E15)
 BAD_ENVIRONMENT = [

@@ -16,6 +16,8 @@ class Corridor(gymnasium.Env):
     """
 
     def __init__(self, length: int = 8) -> None:
+        if length < 1:
+            raise ValueError(f"length must be at least 1, got {length}")
         self.length = length
         self.observation_space = gymnasium.spaces.Box(0.0, 1.0, (1,), np.float32)
         self.action_space = gymnasium.spaces.Discrete(2)
@@ -35,5 +37,17 @@ class Corridor(gymnasium.Env):
         return self._observation(), 1.0 if done else -0.01, done, False, {}
 
 
+class DictCorridor(Corridor):
+    """The same corridor observed as a Dict space (as MiniGrid's envs are): not a flat Box."""
+
+    def __init__(self, length: int = 8) -> None:
+        super().__init__(length)
+        self.observation_space = gymnasium.spaces.Dict({"position": self.observation_space})
+
+    def _observation(self) -> dict[str, np.ndarray]:  # type: ignore[override]
+        return {"position": super()._observation()}
+
+
 if ENV_ID not in gymnasium.envs.registry:
     gymnasium.register(ENV_ID, entry_point=Corridor, max_episode_steps=50)
+    gymnasium.register("XdrlDictCorridor-v0", entry_point=DictCorridor, max_episode_steps=50)

@@ -175,10 +175,18 @@ def check_observation_space(env_id: str, make_kwargs: Mapping[str, Any]) -> int 
 def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int | None:
     import gymnasium
 
+    kwargs = {k: v for k, v in make_kwargs if k != "render_mode"}  # no window for a check
     try:
-        env = gymnasium.make(env_id, disable_env_checker=True, **dict(make_kwargs))
+        env = gymnasium.make(env_id, disable_env_checker=True, **kwargs)
     except (gymnasium.error.DependencyNotInstalled, ImportError) as err:
         raise _missing_dependency(env_id, err) from err
+    except Exception as err:  # noqa: BLE001 - the env's own complaint, in one line
+        text = str(err).strip().splitlines()
+        raise ConfigError(
+            "env.make_kwargs" if kwargs else "env.id",
+            f"{env_id} cannot be created ({text[0] if text else type(err).__name__}); "
+            "check the env's arguments",
+        ) from err
     try:
         space = env.observation_space
         reward_space = getattr(env.unwrapped, "reward_space", None)

@@ -3,6 +3,7 @@ transforms out (step counter, episode returns, reward scalarization, float obser
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
@@ -10,8 +11,9 @@ import importlib.util
 import inspect
 import logging
 import os
+import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from xdrl.config_types import FiniteFloat, PositiveInt
@@ -177,7 +179,8 @@ def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int |
 
     kwargs = {k: v for k, v in make_kwargs if k != "render_mode"}  # no window for a check
     try:
-        env = gymnasium.make(env_id, disable_env_checker=True, **kwargs)
+        with _quiet():
+            env = gymnasium.make(env_id, disable_env_checker=True, **kwargs)
     except (gymnasium.error.DependencyNotInstalled, ImportError) as err:
         raise _missing_dependency(env_id, err) from err
     except Exception as err:  # noqa: BLE001 - the env's own complaint, in one line
@@ -191,7 +194,8 @@ def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int |
         space = env.observation_space
         reward_space = getattr(env.unwrapped, "reward_space", None)
     finally:
-        env.close()
+        with _quiet():
+            env.close()
     reward_dim = None
     if reward_space is not None and is_multi_objective(env_id):
         reward_dim = int(reward_space.shape[-1])
@@ -205,6 +209,23 @@ def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int |
         f"{env_id} observes {space}{kind}, which xdrl does not handle yet; it trains on "
         f"{SUPPORTED_OBSERVATIONS}: pick an env with vector observations",
     )
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """No output while the check creates an env: MuJoCo's C library prints a warning on stderr at
+    every model load, which would sit beside a one-line config error (the run's own env build
+    prints it where it belongs)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _missing_dependency(env_id: str, error: Exception) -> ConfigError:

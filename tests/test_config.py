@@ -56,6 +56,29 @@ def test_generic_gym_entry_requires_an_id(tmp_path: Path) -> None:
     env.close()
 
 
+@pytest.mark.parametrize("batching", ["vector", "serial", "parallel"])
+@pytest.mark.parametrize(
+    "named",
+    [
+        ["env.id=tests.user_envs:XdrlCorridor-v0"],  # gymnasium's module:EnvId
+        ["env.import_modules=[tests.user_envs]", "env.id=XdrlCorridor-v0"],
+    ],
+)
+def test_a_user_env_builds_under_every_batching(
+    named: list[str], batching: str, tmp_path: Path
+) -> None:
+    """A user's own env (tests/user_envs.py), in worker processes too (batching=parallel)."""
+    cfg = compose_config([*named, f"env.batching={batching}", "env.num_envs=2"], tmp_path)
+    env = instantiate(cfg.env)(seed=0)
+    try:
+        rollout = env.rollout(3, break_when_any_done=False)
+    finally:
+        env.close()
+    positions = rollout["next", "observation"]
+    assert positions.shape == (2, 3, 1)
+    assert ((positions >= 0) & (positions <= 3 / 8 + 1e-6)).all()  # 3 steps on a corridor of 8
+
+
 @pytest.mark.parametrize("logging_file", _options("logging"))
 def test_logging_file_instantiates(logging_file: str, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")

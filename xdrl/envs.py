@@ -403,6 +403,7 @@ def make_env(
         raise ConfigError("env.reward_weights", f"{id} has a scalar reward; set it to null")
 
     def make_one():
+        import_env_modules(import_modules)  # again in a worker process (batching=parallel)
         return _make_base(
             id,
             multi_objective=multi_objective,

@@ -181,6 +181,23 @@ def test_bad_environment_variable_is_one_line(
     assert repr(env[key]) in line and "\n" not in line
 
 
+@pytest.mark.parametrize(
+    ("override", "env"),
+    [
+        ("seed=1", {"RL_LOGGING_LEVEL": "DEBUG"}),
+        ("logging=wandb", {"WANDB_MODE": "offline"}),
+        ("seed=1", {"WANDB_MODE": "garbage"}),  # the CSV logger: W&B never reads it
+        ("logging=wandb logging.logger.mode=offline", {"WANDB_MODE": "garbage"}),  # the key wins
+    ],
+)
+def test_environment_variables_that_work_pass(
+    tmp_path: Path, monkeypatch, override: str, env: dict[str, str]
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert _precheck_line(override, tmp_path) is None
+
+
 @pytest.mark.parametrize(("override", "key", "env"), END_TO_END, ids=[o for o, *_ in END_TO_END])
 def test_bad_value_end_to_end_is_one_line_and_exit_2(
     tmp_path: Path, override: str, key: str, env: dict[str, str]

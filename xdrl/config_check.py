@@ -121,8 +121,10 @@ def check_config(cfg: DictConfig) -> None:
     for key in _missing(cfg):
         raise ConfigError(key, f"required but not set (???); set {key}=<value>")
     for group in ("", "pareto", "eval", "checkpoint", "logging", "algorithm"):
-        schema = SCHEMA.get(group) or _settings_schema(cfg, group)
-        _check_group(cfg, group, schema, closed=True)
+        if group in SCHEMA:
+            _check_group(cfg, group, SCHEMA[group], closed=True)
+        elif group in SETTINGS:
+            _check_group(cfg, group, _settings_schema(cfg, group), closed=True)
     _check_group(cfg, "algorithm.optimizer", OPTIMIZER_KEYS, closed=False)
     _check_target(cfg, "env")
     check_env(

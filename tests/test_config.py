@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
 
 from tests.conftest import CONF, compose_config, missing_extra, read_scalars, read_summary
+from xdrl.settings import (
+    AlgorithmSettings,
+    CheckpointSettings,
+    EvalSettings,
+    LoggingSettings,
+    RunSettings,
+)
 
 
 def _options(group: str) -> list[str]:
@@ -35,6 +43,29 @@ def test_generic_gym_entry_requires_an_id(tmp_path: Path) -> None:
     env = instantiate(cfg.env)(num_envs=1, seed=0)
     assert env.rollout(2).batch_size[-1] == 2
     env.close()
+
+
+@pytest.mark.parametrize("batching", ["vector", "serial", "parallel"])
+@pytest.mark.parametrize(
+    "named",
+    [
+        ["env.id=tests.user_envs:XdrlCorridor-v0"],  # gymnasium's module:EnvId
+        ["env.import_modules=[tests.user_envs]", "env.id=XdrlCorridor-v0"],
+    ],
+)
+def test_a_user_env_builds_under_every_batching(
+    named: list[str], batching: str, tmp_path: Path
+) -> None:
+    """A user's own env (tests/user_envs.py), in worker processes too (batching=parallel)."""
+    cfg = compose_config([*named, f"env.batching={batching}", "env.num_envs=2"], tmp_path)
+    env = instantiate(cfg.env)(seed=0)
+    try:
+        rollout = env.rollout(3, break_when_any_done=False)
+    finally:
+        env.close()
+    positions = rollout["next", "observation"]
+    assert positions.shape == (2, 3, 1)
+    assert ((positions >= 0) & (positions <= 3 / 8 + 1e-6)).all()  # 3 steps on a corridor of 8
 
 
 @pytest.mark.parametrize("logging_file", _options("logging"))
@@ -77,6 +108,7 @@ PRESET_BUDGET = [
     "eval.max_steps=20",
     "eval.interval_frames=256",
 ]
+OFF_POLICY = {"dqn", "sac", "td3"}  # their random warm-up must end inside the budget
 
 
 @pytest.mark.parametrize("preset", _options("experiment"))
@@ -95,13 +127,39 @@ def test_every_preset_trains_on_a_tiny_budget(preset: str, tmp_path: Path) -> No
     missing = missing_extra(env_file)
     if missing:
         pytest.skip(f"needs xdrl[{missing}]")
-    cfg = compose_config([f"experiment={preset}", *PRESET_BUDGET], tmp_path / "run")
+    warm_up = ["algorithm.build.init_random_frames=128"] if algorithm in OFF_POLICY else []
+    cfg = compose_config([f"experiment={preset}", *PRESET_BUDGET, *warm_up], tmp_path / "run")
     xdrl.run.run(cfg)
     summary = read_summary(tmp_path / "run")
     env_id = yaml.safe_load((CONF / "env" / f"{env_file}.yaml").read_text())["id"]
     assert (summary["status"], summary["total_frames"]) == ("completed", 256)
     assert (summary["env"], summary["algorithm"]) == (env_id, algorithm)
     assert summary["eval"]  # the preset's policy was evaluated
+
+
+TYPED_GROUPS = {"eval": EvalSettings, "checkpoint": CheckpointSettings, "logging": LoggingSettings}
+
+
+@pytest.mark.parametrize("group", sorted(TYPED_GROUPS))
+def test_every_option_instantiates_its_typed_settings(group: str, tmp_path: Path) -> None:
+    """The ``_target_`` of eval, checkpoint and logging is a real constructor: every option
+    builds it with its YAML values, and every field without a default is set in YAML."""
+    cls = TYPED_GROUPS[group]
+    required = {f.name for f in fields(cls) if f.default is MISSING}
+    for option in _options(group):
+        node = compose_config([f"{group}={option}"], tmp_path)[group]
+        settings = instantiate(node, _recursive_=False)
+        assert isinstance(settings, cls)
+        keys = {str(k) for k in node if k != "_target_"}
+        assert required <= keys <= {f.name for f in fields(cls)}, option
+        assert {k: getattr(settings, k) for k in keys} == {k: node[k] for k in keys}
+
+
+def test_top_level_and_algorithm_keys_are_their_settings_fields(tmp_path: Path) -> None:
+    assert set(map(str, compose_config([], tmp_path))) == {f.name for f in fields(RunSettings)}
+    for option in _options("algorithm"):
+        node = compose_config([f"algorithm={option}"], tmp_path).algorithm
+        assert set(map(str, node)) == {f.name for f in fields(AlgorithmSettings)}, option
 
 
 def test_every_yaml_key_is_commented() -> None:

@@ -1,7 +1,14 @@
-"""Every bad value is one line on stderr (exit 2) before anything heavy: ``xdrl.config_check``."""
+"""Every bad value is one line on stderr (exit 2) before anything heavy: ``xdrl.config_check``.
+
+The table of bad values runs in process through the CLI's pre-check (what ``xdrl-train`` runs
+before Hydra makes a run dir); a few cases run ``xdrl-train`` end to end, and one subprocess runs
+the whole table to show that none of it imports torch.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -11,11 +18,13 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_module
 
-from tests.conftest import CONF, SMALL, compose_config, run_cli
+from tests.conftest import CONF, REPO, SMALL, compose_config, read_scalars, run_cli
+from xdrl.cli import _precheck
 from xdrl.config_check import check_config, check_value, check_writable_dir, read_signature
 from xdrl.errors import ConfigError
 
 A_FILE = str(Path(__file__).resolve())  # a plain file that exists wherever the tests run
+USER_ENV = "tests.user_envs:XdrlCorridor-v0"  # a user's own env module (tests/user_envs.py)
 
 # (override, the key the one line must name)
 BAD_VALUES = [
@@ -86,42 +95,209 @@ BAD_VALUES = [
     ("algorithm=dqn algorithm.build.eps_end=1.5", "algorithm.build.eps_end"),
     ("algorithm=dqn algorithm.build.loss_function=huber", "algorithm.build.loss_function"),
     ("algorithm=sac algorithm.build.target_entropy=hi", "algorithm.build.target_entropy"),
+    ("num_threads=true", "num_threads"),
+    ("algorithm.optimizer.lr=.inf", "algorithm.optimizer.lr"),
+    ("algorithm=dqn algorithm.build.buffer_size=0", "algorithm.build.buffer_size"),
+    ("algorithm=dqn algorithm.build.target_update=sometimes", "algorithm.build.target_update"),
+    (
+        "algorithm=dqn algorithm.build.hard_update_interval=0",
+        "algorithm.build.hard_update_interval",
+    ),
+    ("algorithm=sac algorithm.build.utd=0", "algorithm.build.utd"),
+    ("algorithm=td3 algorithm.build.policy_delay=0", "algorithm.build.policy_delay"),
+    ("algorithm.build.reward_scale=0", "algorithm.build.reward_scale"),
+    ("algorithm=a2c algorithm.build.epochs=0", "algorithm.build.epochs"),
+    ("env=deep_sea_treasure env.reward_weights=[.nan,1]", "env.reward_weights"),
+    ("env=deep_sea_treasure env.reward_weights=[0.5,0.3,0.2]", "env.reward_weights"),
+    ("env=deep_sea_treasure env.reward_weights=[0,0]", "env.reward_weights"),
+    ("env.reward_weights=[1.0]", "env.reward_weights"),  # CartPole's reward is a scalar
+    ("checkpoint.keep_best=maybe", "checkpoint.keep_best"),
+    ("+logging.log_model=3", "logging.log_model"),
+    ("+checkpoint.keep_bst=true", "checkpoint.keep_bst"),
+    ("logging=wandb logging.logger.mode=garbage", "logging.logger.mode"),
+    # a budget that cannot train: it ends inside the random warm-up (issue 18 A5)
+    ("algorithm=sac total_frames=2048", "total_frames"),
+    ("algorithm=dqn total_frames=512 frames_per_batch=256", "total_frames"),
+    ("algorithm=td3 algorithm.build.init_random_frames=4097 total_frames=4096", "total_frames"),
+    # envs a user names (issue 18 E): third-party families, modules, observation spaces
+    ("env.id=MiniGrid-Empty-5x5-v0", "env.id"),
+    ("env.id=ALE/Pong-v5", "env.id"),
+    ("env.id=ale_py:ALE/Pong-v5", "env.id"),
+    ("env.id=no_such_module:Foo-v0", "env.id"),
+    ("env.import_modules=[no_such_module]", "env.import_modules"),
+    ("env.import_modules=minigrid", "env.import_modules"),  # a list, not a string
+    ("env.id=FrozenLake-v1", "env.id"),  # Discrete observations
+    ("env.id=Blackjack-v1", "env.id"),  # Tuple observations
+    ("env.id=CarRacing-v3", "env.id"),  # pixels
+    ("env.id=tests.user_envs:XdrlDictCorridor-v0", "env.id"),  # Dict, as MiniGrid's
+    ("+env.make_kwargs.length=-3 env.id=tests.user_envs:XdrlCorridor-v0", "env.make_kwargs"),
+]
+# (override, key, environment variables): variables the libraries read at start-up (issue 18 E15)
+BAD_ENVIRONMENT = [
+    ("logging=wandb", "WANDB_MODE", {"WANDB_MODE": "garbage"}),
+    ("seed=1", "RL_LOGGING_LEVEL", {"RL_LOGGING_LEVEL": "garbage"}),
+    ("seed=1", "RL_LOGGING_LEVEL", {"RL_LOGGING_LEVEL": "info"}),  # TorchRL wants INFO
+]
+# The few run end to end as a user would (the rest go through the same pre-check in process).
+END_TO_END = [
+    ("total_frames=abc", "total_frames", {}),
+    ("algorithm.build.gamma=1.5", "algorithm.build.gamma", {}),
+    ("env=gym", "env.id", {}),
+    ("algorithm=sac total_frames=2048", "total_frames", {}),
+    ("env.id=FrozenLake-v1", "env.id", {}),
+    ("device=cuda", "device", {}),
+    ("env.id=XdrlCorridor-v0", "env.id", {}),  # registered only once its module is imported
+    # the env check creates a MuJoCo env, whose C library warns on stderr at every load
+    ("env=mo_halfcheetah env.reward_weights=[1,2,3]", "env.reward_weights", {}),
+    *BAD_ENVIRONMENT[:2],
 ]
 
 
+def _precheck_line(override: str, run_in: Path) -> str | None:
+    cwd = Path.cwd()
+    os.chdir(run_in)  # relative run dirs resolve here, as they would for xdrl-train
+    try:
+        return _precheck(override.split(" "))
+    finally:
+        os.chdir(cwd)
+
+
 @pytest.mark.parametrize(("override", "key"), BAD_VALUES, ids=[o for o, _ in BAD_VALUES])
-def test_bad_value_is_one_line_and_exit_2(tmp_path: Path, override: str, key: str) -> None:
-    result = run_cli(override.split(" "), cwd=tmp_path, timeout=120)
+def test_bad_value_is_one_line_naming_its_key(tmp_path: Path, override: str, key: str) -> None:
+    line = _precheck_line(override, tmp_path)
+    assert line is not None and line.startswith(f"{key}: "), line
+    assert "\n" not in line and ";" in line  # one line: what is wrong; how to fix
+    assert not (tmp_path / "outputs").exists()  # no run dir, no checkpoint, no summary
+
+
+@pytest.mark.parametrize(("override", "key", "env"), BAD_ENVIRONMENT)
+def test_bad_environment_variable_is_one_line(
+    tmp_path: Path, monkeypatch, override: str, key: str, env: dict[str, str]
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    line = _precheck_line(override, tmp_path)
+    assert line is not None and line.startswith(f"{key}: environment variable is "), line
+    assert repr(env[key]) in line and "\n" not in line
+
+
+@pytest.mark.parametrize(
+    ("override", "env"),
+    [
+        ("seed=1", {"RL_LOGGING_LEVEL": "DEBUG"}),
+        ("logging=wandb", {"WANDB_MODE": "offline"}),
+        ("seed=1", {"WANDB_MODE": "garbage"}),  # the CSV logger: W&B never reads it
+        ("logging=wandb logging.logger.mode=offline", {"WANDB_MODE": "garbage"}),  # the key wins
+    ],
+)
+def test_environment_variables_that_work_pass(
+    tmp_path: Path, monkeypatch, override: str, env: dict[str, str]
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert _precheck_line(override, tmp_path) is None
+
+
+@pytest.mark.parametrize(("override", "key", "env"), END_TO_END, ids=[o for o, *_ in END_TO_END])
+def test_bad_value_end_to_end_is_one_line_and_exit_2(
+    tmp_path: Path, override: str, key: str, env: dict[str, str]
+) -> None:
+    if "halfcheetah" in override and importlib.util.find_spec("mujoco") is None:
+        pytest.skip("needs xdrl[mujoco]")
+    result = run_cli(override.split(" "), cwd=tmp_path, env=env, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"xdrl-train: config error: {key}"), lines[0]
-    assert ";" in lines[0]  # what is wrong; how to fix
-    assert not (tmp_path / "outputs").exists()  # no run dir, no checkpoint, no summary
+    assert lines[0].startswith(f"xdrl-train: config error: {key}: "), lines[0]
+    assert not (tmp_path / "outputs").exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-def test_read_only_run_dir_is_one_line(tmp_path: Path) -> None:
-    read_only = tmp_path / "ro"
-    read_only.mkdir()
-    read_only.chmod(0o555)
-    result = run_cli([f"hydra.run.dir={read_only}/run"], cwd=tmp_path, timeout=120)
-    assert result.returncode == 2
-    assert result.stderr.startswith("xdrl-train: config error: hydra.run.dir:")
+# One case per kind of check (a type, a settings group, a builder signature, make_kwargs, the
+# objective, the warm-up budget, a third-party id, an observation space, reward weights).
+LIGHT = [
+    "total_frames=abc",
+    "checkpoint.keep_last=0",
+    "algorithm.build.gamma=1.5",
+    "+env.make_kwargs.foo=1",
+    "objective=nope",
+    "algorithm=sac total_frames=2048",
+    "env.id=MiniGrid-Empty-5x5-v0",
+    "env.id=FrozenLake-v1",
+    "env=deep_sea_treasure env.reward_weights=[0,0]",
+    "algorithm=sac",  # passes
+]
 
 
-def test_build_time_error_writes_its_trace_to_the_run_log(tmp_path: Path) -> None:
-    """An error only the builder can see (minibatch vs batch) comes after Hydra made the run
-    dir: still one line on stderr, and the full trace in the run's log file."""
-    result = run_cli([*SMALL, "algorithm.build.minibatch_size=100"], cwd=tmp_path, timeout=180)
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.strip().startswith("xdrl-train: config error: algorithm.build.minibatch")
-    assert "Traceback" not in result.stderr
-    (log_file,) = tmp_path.glob("outputs/*/*/*.log")
-    text = log_file.read_text()
-    assert "Traceback" in text and "algorithm.build.minibatch_size" in text
-    assert not list(tmp_path.glob("outputs/*/*/summary.json"))
+def test_checks_import_no_torch(tmp_path: Path) -> None:
+    """Each kind of check through the pre-check in one fresh process: torch, TorchRL and W&B
+    stay unimported (``device=cuda`` asks torch, by design)."""
+    code = (
+        "import json, sys\n"
+        "from xdrl.cli import _precheck\n"
+        f"lines = [_precheck(o.split(' ')) for o in {LIGHT!r}]\n"
+        "print(json.dumps([lines, sorted(m for m in ('torch', 'torchrl', 'wandb') "
+        "if m in sys.modules)]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    lines, heavy = json.loads(out.stdout.strip().splitlines()[-1])
+    assert heavy == []
+    assert [line is None for line in lines] == [False] * (len(LIGHT) - 1) + [True]
+
+
+# Envs a user names, budgets that can train (the other side of the table)
+
+
+def test_a_user_env_module_is_named_by_module_colon_id_or_import_modules(tmp_path: Path) -> None:
+    assert _precheck_line(f"env.id={USER_ENV}", tmp_path) is None
+    both = "env.import_modules=[tests.user_envs] env.id=XdrlCorridor-v0"
+    assert _precheck_line(both, tmp_path) is None
+
+
+def test_a_user_env_trains_end_to_end(tmp_path: Path) -> None:
+    args = [*SMALL, f"env.id={USER_ENV}", "checkpoint=none", "hydra.run.dir=run"]
+    result = run_cli(args, cwd=tmp_path, env={"PYTHONPATH": str(REPO)}, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    scalars = read_scalars(tmp_path / "run" / "logs")
+    assert any(name.startswith("train/") for name in scalars)
+    # the Corridor's reward: -0.01 per step, +1 at the far end; an episode's return is in between
+    (step, episode_mean), *_ = scalars["eval/deterministic/reward/episode_reward_mean"]
+    assert -0.5 <= episode_mean <= 1.0
+
+
+SAC_TINY = [
+    "env=pendulum",
+    "algorithm=sac",
+    "total_frames=256",
+    "frames_per_batch=256",
+    "env.num_envs=4",
+    "algorithm.build.utd=0.02",
+    "algorithm.build.batch_size=16",
+    "algorithm.build.actor_cells=[16]",
+    "algorithm.build.critic_cells=[16]",
+    "eval=none",
+    "checkpoint=none",
+]
+
+
+def test_a_budget_that_reaches_the_warm_up_trains_and_one_frame_more_does_not(
+    tmp_path: Path,
+) -> None:
+    """The boundary the check draws is TorchRL's: its Trainer optimizes once the collected frames
+    reach ``init_random_frames``; one warm-up frame more and nothing would be trained."""
+    too_long = _precheck_line(
+        " ".join([*SAC_TINY, "algorithm.build.init_random_frames=257"]), tmp_path
+    )
+    assert too_long is not None and too_long.startswith("total_frames: 256 frames end inside")
+    args = [*SAC_TINY, "algorithm.build.init_random_frames=256", "hydra.run.dir=run"]
+    result = run_cli(args, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    scalars = read_scalars(tmp_path / "run" / "logs")
+    assert scalars["train/agents/loss_actor"]  # TorchRL ran the optimizer in the last batch
 
 
 # In-process checks of the checker (cheap)
@@ -157,6 +333,19 @@ def test_builder_signature_read_without_import_matches_type_hints(algorithm: str
     assert {name: params[name].annotation for name in hints} == hints
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["RunSettings", "AlgorithmSettings", "EvalSettings", "CheckpointSettings", "LoggingSettings"],
+)
+def test_settings_class_read_without_import_matches_type_hints(name: str) -> None:
+    import xdrl.settings
+
+    read = read_signature(f"xdrl.settings.{name}")
+    assert read is not None
+    hints = typing.get_type_hints(getattr(xdrl.settings, name), include_extras=True)
+    assert {key: param.annotation for key, param in read[0].items()} == hints
+
+
 def test_make_env_signature_is_read_too() -> None:
     import xdrl.envs
 
@@ -164,26 +353,6 @@ def test_make_env_signature_is_read_too() -> None:
     assert read is not None
     hints = typing.get_type_hints(xdrl.envs.make_env, include_extras=True)
     assert read[0]["num_envs"].annotation == hints["num_envs"]
-
-
-def test_light_errors_import_no_torch(tmp_path: Path) -> None:
-    code = (
-        "import sys\n"
-        "from hydra import compose, initialize_config_module\n"
-        "from xdrl.config_check import check_config\n"
-        "from xdrl.errors import ConfigError\n"
-        "with initialize_config_module('xdrl.conf', version_base='1.3'):\n"
-        "    for o in ['total_frames=abc', 'algorithm.build.gamma=1.5', 'device=banana',\n"
-        "              '+env.make_kwargs.foo=1', 'objective=nope', 'algorithm=sac']:\n"
-        f"        cfg = compose('config', overrides=[o, 'run_dir={tmp_path}', 'exp_name=x'])\n"
-        "        try:\n"
-        "            check_config(cfg)\n"
-        "        except ConfigError:\n"
-        "            pass\n"
-        "print(sorted(m for m in ('torch', 'torchrl', 'wandb') if m in sys.modules))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize(

@@ -64,13 +64,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _positive(value: int, key: str, *, allow_zero: bool = False) -> int:
-    if value < 0 or (value == 0 and not allow_zero):
-        bound = "zero or more" if allow_zero else "positive"
-        raise ConfigError(key, f"must be {bound}, got {value}")
-    return int(value)
-
-
 def _check_sizes(cfg: DictConfig) -> None:
     """Every value typed and ranged (:func:`xdrl.config_check.check_config`), then
     ``total_frames`` rounded up to whole batches."""
@@ -205,10 +198,6 @@ def _lr_schedule(cfg: DictConfig, optimizer: torch.optim.Optimizer) -> LRSchedul
     schedule = cfg.algorithm.lr_schedule
     if schedule == "constant":
         return None
-    if schedule != "linear":
-        raise ConfigError(
-            "algorithm.lr_schedule", f"must be 'constant' or 'linear', got {schedule!r}"
-        )
     batches = cfg.total_frames // cfg.frames_per_batch  # whole batches (see _check_sizes)
     scheduler = torch.optim.lr_scheduler.LinearLR(
         optimizer, start_factor=1.0, end_factor=0.0, total_iters=batches
@@ -257,7 +246,6 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
     # Checkpoints
     checkpoint = rotation = None
     if cfg.checkpoint.enabled:
-        _positive(cfg.checkpoint.interval_frames, "checkpoint.interval_frames")
         checkpoint, rotation = make_checkpointing(
             cfg.run_dir, cfg.checkpoint.keep_last, config=_resolved(cfg)
         )

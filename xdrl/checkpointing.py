@@ -165,8 +165,6 @@ def make_checkpointing(
     run_dir: str, keep_last: int, config: Mapping[str, Any]
 ) -> tuple[VerifiedCheckpoint, CheckpointRotation]:
     """A verified Checkpoint (with TorchRL's RNG states) rotated under ``<run_dir>/checkpoints``."""
-    if keep_last < 1:
-        raise ConfigError("checkpoint.keep_last", f"must be at least 1, got {keep_last}")
     checkpoint = VerifiedCheckpoint(config=config, rng=GlobalRNGState())
     rotation = CheckpointRotation(Path(run_dir) / CHECKPOINT_DIR, keep_last=keep_last)
     return checkpoint, rotation

@@ -40,7 +40,7 @@ from torchrl.envs import (
 )
 from torchrl.envs.utils import ExplorationType, exploration_type, set_exploration_type
 
-from xdrl.algorithms.categorical_actor import CategoricalActor
+from xdrl.policy_types import TensorSampler
 from xdrl.vector_env import VectorGymEnv
 
 _ROOT_KEYS = {
@@ -87,7 +87,8 @@ class VectorCollector(BaseCollector):
 
     Args:
         env: a :func:`xdrl.envs.make_env` env over ``VectorGymEnv`` (see :func:`fits`).
-        policy: a :class:`~xdrl.algorithms.categorical_actor.CategoricalActor`.
+        policy: a TensorDict policy; a :class:`~xdrl.policy_types.TensorSampler` (e.g.
+            :class:`~xdrl.algorithms.categorical_actor.CategoricalActor`) takes the fast path.
         frames_per_batch: frames per yielded batch, a multiple of the env's batch size.
         total_frames: stop after this many frames.
         device: device of the policy's inputs and of the yielded batches.
@@ -101,7 +102,7 @@ class VectorCollector(BaseCollector):
     def __init__(
         self,
         env: TransformedEnv,
-        policy: CategoricalActor,
+        policy: TensorDictModuleBase,
         *,
         frames_per_batch: int,
         total_frames: int,
@@ -236,7 +237,7 @@ class VectorCollector(BaseCollector):
         """The policy's outputs for one step (``action`` and whatever else it writes); random
         actions from the action spec while fewer than ``init_random_frames`` were collected."""
         random = self._frames < self.init_random_frames
-        if isinstance(self.policy, CategoricalActor) and not random:
+        if isinstance(self.policy, TensorSampler) and not random:
             if exploration_type() in (ExplorationType.RANDOM, None):
                 action, log_prob, logits = self.policy.sample(observation)
             else:

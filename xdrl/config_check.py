@@ -3,31 +3,38 @@
 A bad value fails as one :class:`~xdrl.errors.ConfigError` (``<key>: <what is wrong>; <how to
 fix>``), which the CLI prints as one line on stderr with exit code 2.
 
-Where the schema lives (one declaration per key, no mirror dataclass):
+Where the schema lives (one signature per group, no mirror table):
 
-- the top-level and group keys (``seed``, ``total_frames``, ``eval.*``, ``checkpoint.*``,
-  ``logging.*``, ``algorithm.optimizer.*``, ...): :data:`SCHEMA` below;
+- the top-level keys, ``algorithm.*``, ``eval.*``, ``checkpoint.*`` and ``logging.*``: the
+  classes of :mod:`xdrl.settings` (``eval``, ``checkpoint`` and ``logging`` name theirs as their
+  ``_target_``); the example in a fix is the key's value in the composed default config;
 - ``env.*`` and ``algorithm.build.*``: the signature of the function their ``_target_`` names
-  (``xdrl.envs.make_env``, ``xdrl.algorithms.<name>.build``). Builders annotate their parameters
-  with the range types of this module (``gamma: Discount``); the signature stays the schema.
+  (``xdrl.envs.make_env``, ``xdrl.algorithms.<name>.build``), with the range types of
+  :mod:`xdrl.config_types` (``gamma: Discount``); the example is the parameter's default;
+- ``pareto.*``: the table below; ``algorithm.optimizer.*``: the ranges of torch's optimizers.
 
-The algorithm modules import torch at module level, so their signatures are read without
-importing them: the builder's ``def`` is parsed from its source file with :mod:`ast` and each
-parameter's annotation is evaluated against this module's names only (an annotation that needs
-anything else counts as ``Any``). ``tests/test_config_check.py`` checks that this reading equals
-``typing.get_type_hints`` of the imported builder. Values are validated with pydantic in strict
-mode, so ints stay ints (``total_frames=2048.7`` is an error, not a rounding).
+Builders trust what was checked here and do not check ranges again. Signatures are read without
+importing their modules (the algorithm modules import torch): the ``def`` (or the dataclass) is
+parsed from its source file with :mod:`ast` and each annotation is evaluated against the range
+types only (an annotation that needs anything else counts as ``Any``);
+``tests/test_config_errors.py`` checks that this reading equals ``typing.get_type_hints``.
+Values are validated with pydantic in strict mode, so ints stay ints (``total_frames=2048.7`` is
+an error, not a rounding).
 
-Only :func:`check_device` imports torch, and only for a device other than ``cpu``. Nothing here
-creates a file or a folder.
+Only :func:`check_device` imports torch, and only for a device other than ``cpu``; the env check
+creates the env once with ``gymnasium.make`` (its observation space). Nothing here creates a file
+or a folder.
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import importlib.util
 import inspect
+import logging
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -38,29 +45,15 @@ from typing import Annotated, Any, Literal
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
+from xdrl import config_types
+from xdrl.config_types import Fraction, NonNegativeFloat, PositiveFloat
+from xdrl.envs import check_env
 from xdrl.errors import ConfigError
 
-# Range types the builders annotate their parameters with (and SCHEMA below uses).
-PositiveInt = Annotated[int, Field(ge=1)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]  # [0, 1]
-OpenFraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]  # (0, 1]
-Discount = Fraction
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-Cells = Sequence[PositiveInt]  # hidden layer sizes of an MLP
-Activation = Literal["tanh", "relu", "elu"]
-LossFunction = Literal["l2", "l1", "smooth_l1"]
-
 _STRICT = ConfigDict(strict=True)
-_RANGE_TYPES = (
-    "PositiveInt NonNegativeInt PositiveFloat NonNegativeFloat Fraction OpenFraction Discount "
-    "FiniteFloat Cells Activation LossFunction"
-)
-_NAMESPACE: dict[str, Any] = {  # what a builder's annotations may name (read_signature)
+_NAMESPACE: dict[str, Any] = {  # what a signature's annotations may name (read_signature)
     **{n: globals()[n] for n in ("Annotated", "Any", "Field", "Literal", "Sequence")},
-    **{n: globals()[n] for n in _RANGE_TYPES.split()},
+    **{n: getattr(config_types, n) for n in config_types.RANGE_TYPES},
     **{t.__name__: t for t in (int, float, str, bool, dict, list, tuple)},
     "None": None,
 }
@@ -68,26 +61,17 @@ _NAMESPACE: dict[str, Any] = {  # what a builder's annotations may name (read_si
 # Device types torch knows (the light check); check_device then asks torch what this machine has.
 DEVICE_PATTERN = r"^(cpu|cuda|mps|xpu|hip|hpu|mtia|meta|xla|ipu|privateuseone)(:\d+)?$"
 
-# Top-level and group keys: type, range, and an example for the fix.
+# The settings class each group is checked against (a group's own _target_ wins), in check order.
+SETTINGS = {
+    "": "xdrl.settings.RunSettings",
+    "eval": "xdrl.settings.EvalSettings",
+    "checkpoint": "xdrl.settings.CheckpointSettings",
+    "logging": "xdrl.settings.LoggingSettings",
+    "algorithm": "xdrl.settings.AlgorithmSettings",
+}
+# Keys of groups without a settings class: type, range, and an example for the fix.
 _OPT_BOOL = bool | None
 SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
-    "": {
-        "seed": (Annotated[int, Field(ge=0, le=2**32 - 1)], 0),
-        "device": (str, "cpu"),
-        "num_threads": (PositiveInt | Literal["auto"], "auto"),
-        "total_frames": (PositiveInt, 102_400),
-        "frames_per_batch": (PositiveInt, 2048),
-        "run_dir": (str, "outputs/my_run"),
-        "exp_name": (str, "ppo_cartpole"),
-        "resume": (str | None, "outputs/<date>/<time>_ppo_cartpole"),
-        "objective": (str, "eval/deterministic/reward/episode_reward_mean"),
-        "env": (dict, "cartpole"),
-        "algorithm": (dict, "ppo"),
-        "logging": (dict, "csv"),
-        "eval": (dict, "default"),
-        "checkpoint": (dict, "default"),
-        "pareto": (dict, "{method: grid, num_weights: 11}"),
-    },
     "pareto": {
         "method": (Literal["grid", "ols"], "ols"),
         "num_weights": (Annotated[int, Field(ge=2)], 11),
@@ -95,34 +79,6 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
         "max_jobs": (Annotated[int, Field(ge=2)], 15),
         "w0_range": (Annotated[list[Fraction], Field(min_length=2, max_length=2)], "[0.0, 1.0]"),
         "report_dir": (str | None, "null"),
-    },
-    "eval": {
-        "enabled": (bool, True),
-        "interval_frames": (PositiveInt, 10_000),
-        "episodes": (PositiveInt, 10),
-        "max_steps": (PositiveInt, 1000),
-        "deterministic": (bool, True),
-        "stochastic": (bool, False),
-        "before_training": (bool, True),
-        "render": (bool, False),
-        "video_fps": (PositiveInt, 30),
-    },
-    "checkpoint": {
-        "enabled": (bool, True),
-        "interval_frames": (PositiveInt, 50_000),
-        "keep_last": (PositiveInt, 2),
-    },
-    "logging": {
-        "logger": (dict | None, "null"),
-        "group": (Annotated[str, Field(min_length=1)], "agents"),
-        "reduce_stats": (_OPT_BOOL, "null"),
-        "progress_interval_s": (PositiveFloat, 30),
-    },
-    "algorithm": {
-        "build": (dict, "{_target_: xdrl.algorithms.ppo.build, ...}"),
-        "optimizer": (dict, "{_target_: torch.optim.Adam, ...}"),
-        "lr_schedule": (Literal["constant", "linear"], "linear"),
-        "max_grad_norm": (PositiveFloat | None, 0.5),
     },
 }
 # Optimizer keys of torch.optim classes that have a range; others go to the class unchecked.
@@ -164,15 +120,25 @@ def check_config(cfg: DictConfig) -> None:
     """
     for key in _missing(cfg):
         raise ConfigError(key, f"required but not set (???); set {key}=<value>")
-    for group, schema in SCHEMA.items():
-        _check_group(cfg, group, schema, closed=True)
+    for group in ("", "pareto", "eval", "checkpoint", "logging", "algorithm"):
+        if group in SCHEMA:
+            _check_group(cfg, group, SCHEMA[group], closed=True)
+        elif group in SETTINGS:
+            _check_group(cfg, group, _settings_schema(cfg, group), closed=True)
     _check_group(cfg, "algorithm.optimizer", OPTIMIZER_KEYS, closed=False)
     _check_target(cfg, "env")
-    check_env_kwargs(str(cfg.env.id), _value(cfg, "env.make_kwargs") or {})
+    check_env(
+        str(cfg.env.id),
+        _value(cfg, "env.import_modules") or [],
+        _value(cfg, "env.make_kwargs"),
+        _value(cfg, "env.reward_weights"),
+    )
     _check_target(cfg, "algorithm.build")
     _check_sizes(cfg)
+    _check_budget(cfg)
     _check_objective(cfg)
     _check_paths(cfg)
+    check_environment_variables(cfg)
     check_device(cfg.device)
 
 
@@ -212,8 +178,36 @@ def _resolvable(cfg: DictConfig, key: str) -> bool:
     return True
 
 
+FROM_DEFAULTS = object()  # check_value's example: the key's value in the composed defaults
+
+
+def default_value(key: str) -> Any:
+    """``key``'s value in the default config (``xdrl-train`` with no overrides); None where it is
+    null, not there, or only resolvable inside a run (``${hydra:...}``)."""
+    defaults = _composed_defaults()
+    if defaults is None or not _resolvable(defaults, key):
+        return None
+    return _value(defaults, key)
+
+
+@functools.lru_cache(maxsize=1)
+def _composed_defaults() -> DictConfig | None:
+    """The default config, composed once and only when an error needs an example."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    try:
+        if GlobalHydra.instance().is_initialized():  # inside a Hydra app (a sweep job)
+            return compose("config")
+        with initialize_config_module("xdrl.conf", version_base="1.3"):
+            return compose("config")
+    except Exception:  # noqa: BLE001 - an example is a courtesy; the error stands without it
+        return None
+
+
 def check_value(key: str, value: Any, annotation: Any, example: Any = None) -> Any:
-    """Validate ``value`` against ``annotation`` (strict: no int from float, no str to number)."""
+    """Validate ``value`` against ``annotation`` (strict: no int from float, no str to number);
+    ``example`` goes into the fix (:data:`FROM_DEFAULTS`: the key's default)."""
     if annotation is Any or annotation is inspect.Parameter.empty:
         return value
     adapter = TypeAdapter(annotation, config=_STRICT)
@@ -221,6 +215,8 @@ def check_value(key: str, value: Any, annotation: Any, example: Any = None) -> A
         return adapter.validate_python(value, strict=True)
     except ValidationError as err:
         expected = _describe(adapter.json_schema())
+        if example is FROM_DEFAULTS:
+            example = default_value(key)
         fix = f"set {expected}" + (f", e.g. {key}={_show(example)}" if example is not None else "")
         raise ConfigError(key, f"{_what_is_wrong(value, err)}; {fix}") from err
 
@@ -305,7 +301,22 @@ def _bounds(schema: Mapping[str, Any]) -> str:
     return ""
 
 
-# Groups with a schema here
+# Groups checked against a table (pareto) or a settings class (xdrl.settings)
+
+
+def _settings_schema(cfg: DictConfig, group: str) -> dict[str, tuple[Any, Any]]:
+    """``{key: (annotation, FROM_DEFAULTS)}`` from the group's settings class (its ``_target_``,
+    else :data:`SETTINGS`)."""
+    node = OmegaConf.select(cfg, group) if group else cfg
+    target = SETTINGS[group]
+    if group and isinstance(node, DictConfig) and "_target_" in node:
+        target = str(node._target_)
+    read = read_signature(target)
+    if read is None:
+        raise ConfigError(
+            f"{group}._target_", f"{target!r} is not a readable class; set {SETTINGS[group]}"
+        )
+    return {name: (param.annotation, FROM_DEFAULTS) for name, param in read[0].items()}
 
 
 def _check_group(
@@ -347,8 +358,9 @@ class Param:
 
 
 def read_signature(target: str) -> tuple[dict[str, Param], bool] | None:
-    """The parameters of the function ``target`` names (``pkg.module.func``) and whether it takes
-    ``**kwargs``, read from its source without importing its module (None: not readable)."""
+    """The parameters of the function or dataclass ``target`` names (``pkg.module.name``) and
+    whether it takes ``**kwargs``, read from its source without importing its module (None: not
+    readable)."""
     module_name, _, func_name = target.rpartition(".")
     try:
         spec = importlib.util.find_spec(module_name)  # imports the parent packages only
@@ -357,11 +369,24 @@ def read_signature(target: str) -> tuple[dict[str, Param], bool] | None:
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
     tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    func = next(
-        (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func_name), None
+    node = next(
+        (
+            n
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == func_name
+        ),
+        None,
     )
-    if func is None:
+    if isinstance(node, ast.ClassDef):  # a dataclass: its annotated fields
+        fields = [f for f in node.body if isinstance(f, ast.AnnAssign)]
+        return {
+            f.target.id: Param(_annotation(f.annotation), _literal(f.value))
+            for f in fields
+            if isinstance(f.target, ast.Name)
+        }, False
+    if node is None:
         return None
+    func = node
     args = func.args
     positional = args.posonlyargs + args.args
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
@@ -421,42 +446,6 @@ def _check_target(cfg: DictConfig, group: str) -> None:
             check_value(key, _value(cfg, key), param.annotation, default)
 
 
-# Environment
-
-
-def check_env_kwargs(env_id: str, make_kwargs: Mapping[str, Any]) -> None:
-    """``env.id`` is registered and every ``env.make_kwargs`` key is an argument of the env's
-    constructor (its gymnasium ``EnvSpec`` entry point) or of ``gymnasium.make``."""
-    from xdrl.envs import check_env_id
-
-    check_env_id(env_id)
-    if not make_kwargs:
-        return
-    if not isinstance(make_kwargs, Mapping):
-        raise ConfigError("env.make_kwargs", "must be a mapping, e.g. {render_mode: rgb_array}")
-    import gymnasium
-    from gymnasium.envs.registration import load_env_creator
-
-    spec = gymnasium.spec(env_id)
-    try:
-        entry = spec.entry_point
-        creator: Any = load_env_creator(entry) if isinstance(entry, str) else entry
-        signature = inspect.signature(creator)
-    except Exception:  # noqa: BLE001 - a missing optional package is reported when building
-        return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
-        return
-    accepted = set(signature.parameters) | {"max_episode_steps", "disable_env_checker"}
-    for name in make_kwargs:
-        if name not in accepted:
-            close = difflib.get_close_matches(str(name), sorted(accepted), n=1)
-            hint = f"did you mean {close[0]}?" if close else f"it accepts {sorted(accepted)}"
-            raise ConfigError(
-                f"env.make_kwargs.{name}",
-                f"not an argument of {env_id} ({getattr(creator, '__name__', creator)}); {hint}",
-            )
-
-
 # Cross-key checks
 
 
@@ -474,6 +463,27 @@ def _check_sizes(cfg: DictConfig) -> None:
             "eval.deterministic and eval.stochastic are both false, so nothing is evaluated; "
             "set one of them true, or eval=none",
         )
+
+
+def _check_budget(cfg: DictConfig) -> None:
+    """A run that cannot train is a config error: a frame budget that ends inside the algorithm's
+    random warm-up (TorchRL's Trainer optimizes only once ``init_random_frames`` were collected)."""
+    key = "algorithm.build.init_random_frames"
+    warm_up = _value(cfg, key)
+    if warm_up is None:
+        read = read_signature(str(cfg.algorithm.build._target_))
+        param = read[0].get("init_random_frames") if read else None
+        warm_up = param.default if param and isinstance(param.default, int) else 0
+    batches = -(-cfg.total_frames // cfg.frames_per_batch)
+    frames = batches * cfg.frames_per_batch * cfg.env.frame_skip  # as the Trainer counts them
+    if frames >= warm_up:
+        return
+    enough = math.ceil(warm_up / (cfg.frames_per_batch * cfg.env.frame_skip)) * cfg.frames_per_batch
+    raise ConfigError(
+        "total_frames",
+        f"{cfg.total_frames} frames end inside the random warm-up ({key}={warm_up}), so no "
+        f"optimizer step would run; set e.g. total_frames={enough}, or {key}={frames} or less",
+    )
 
 
 def objective_names(cfg: DictConfig) -> list[str]:
@@ -570,6 +580,36 @@ def check_writable_dir(path: str, key: str) -> None:
     if not os.access(probe, os.W_OK | os.X_OK):
         what = "is read-only" if probe == target else f"cannot be created: {probe} is read-only"
         raise ConfigError(key, f"{target} {what}; pick a writable folder")
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_WANDB_MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
+
+
+def check_environment_variables(cfg: DictConfig) -> None:
+    """Environment variables xdrl's libraries read at start-up: ``RL_LOGGING_LEVEL`` (TorchRL's
+    log level, read when TorchRL is imported) and, with the W&B logger, ``WANDB_MODE``."""
+    level = os.environ.get("RL_LOGGING_LEVEL")
+    if level is not None and not isinstance(logging.getLevelName(level), int):
+        raise ConfigError(
+            "RL_LOGGING_LEVEL",
+            f"environment variable is {level!r}, not a log level; set one of "
+            f"{', '.join(_LOG_LEVELS)}, or unset it",
+        )
+    logger = OmegaConf.select(cfg, "logging.logger")
+    target = str(logger.get("_target_")) if isinstance(logger, DictConfig) else ""
+    if not target.endswith("WandbLogger"):
+        return
+    mode, key = logger.get("mode"), "logging.logger.mode"
+    if mode is None:
+        mode, key = os.environ.get("WANDB_MODE"), "WANDB_MODE"
+    if mode is not None and mode not in _WANDB_MODES:
+        what = "environment variable is" if key == "WANDB_MODE" else "got"
+        raise ConfigError(
+            key,
+            f"{what} {mode!r}, not a W&B mode; set online, offline or disabled"
+            + (", or unset it" if key == "WANDB_MODE" else ""),
+        )
 
 
 def check_device(device: str) -> None:

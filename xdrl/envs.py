@@ -3,15 +3,20 @@ transforms out (step counter, episode returns, reward scalarization, float obser
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import functools
+import importlib
+import importlib.util
+import inspect
 import logging
-import math
 import os
+import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from xdrl.config_check import FiniteFloat, PositiveInt
+from xdrl.config_types import FiniteFloat, PositiveInt
 from xdrl.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,20 @@ _EXTRA_FOR_MISSING = {
 }
 
 
+# Packages that register well-known third-party env families, by id prefix: (module, pip name).
+KNOWN_FAMILIES = {
+    "ALE/": ("ale_py", "ale-py"),
+    "MiniGrid-": ("minigrid", "minigrid"),
+    "BabyAI-": ("minigrid", "minigrid"),
+    "popgym-": ("popgym", "popgym"),
+    "highway-": ("highway_env", "highway-env"),
+    "parking-": ("highway_env", "highway-env"),
+    "procgen": ("procgen_gym", "procgen-gym"),
+    "crafter": ("crafter", "crafter"),
+}
+SUPPORTED_OBSERVATIONS = "flat Box observations (a vector of numbers, e.g. CartPole's Box(4,))"
+
+
 def _registry() -> dict[str, Any]:
     """gymnasium's registry, with MO-Gymnasium's ids registered."""
     import gymnasium
@@ -40,25 +59,173 @@ def _registry() -> dict[str, Any]:
     return gymnasium.envs.registry
 
 
+def import_env_modules(modules: Sequence[str], key: str = "env.import_modules") -> None:
+    """Import the modules that register third-party env ids (``env.import_modules``)."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as err:  # noqa: BLE001 - any failure to import is the user's to fix
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            pip_name = next((p for m, p in KNOWN_FAMILIES.values() if m == module), None)
+            fix = f"install it (`pip install {pip_name}`)" if pip_name else "install it"
+            raise ConfigError(
+                key, f"cannot import {module!r} ({first}); {fix} or fix the module name"
+            ) from err
+
+
+def _bare_id(env_id: str) -> str:
+    """``CartPole-v1`` for ``CartPole-v1`` and for gymnasium's ``module:CartPole-v1`` form."""
+    return env_id.rpartition(":")[2]
+
+
 def is_multi_objective(env_id: str) -> bool:
     """Whether ``env_id`` is an MO-Gymnasium environment (vector reward)."""
-    spec = _registry()[env_id]
+    spec = _registry()[_bare_id(env_id)]
     entry = spec.entry_point if isinstance(spec.entry_point, str) else spec.entry_point.__module__
     return entry.startswith("mo_gymnasium")
 
 
 def check_env_id(env_id: str, key: str = "env.id") -> None:
-    """Fail with one line naming close matches when ``env_id`` is not registered."""
+    """Fail with one line when ``env_id`` is not registered: the package to install or import
+    for a known third-party family, else close matches. ``module:EnvId`` imports ``module``."""
+    module, _, bare = env_id.rpartition(":")
+    if module:
+        import_env_modules([module], key)
     registry = _registry()
-    if env_id in registry:
+    if bare in registry:
         return
-    close = difflib.get_close_matches(env_id, list(registry), n=3, cutoff=0.6)
+    family = next((f for prefix, f in KNOWN_FAMILIES.items() if bare.startswith(prefix)), None)
+    if family is not None and not module:
+        name, pip_name = family
+        how = f"set env.id={name}:{bare} or env.import_modules=[{name}]"
+        if importlib.util.find_spec(name) is None:
+            how = f"install it (`pip install {pip_name}`), then {how}"
+        raise ConfigError(key, f"{bare!r} is registered by the {name} package; {how}")
+    close = difflib.get_close_matches(bare, list(registry), n=3, cutoff=0.6)
     hint = (
         f"did you mean {', '.join(repr(c) for c in close)}?"
         if close
         else ('run `python -c "import gymnasium; gymnasium.pprint_registry()"` for the list')
     )
-    raise ConfigError(key, f"unknown environment id {env_id!r}; {hint}")
+    raise ConfigError(key, f"unknown environment id {bare!r}; {hint}")
+
+
+def check_env(
+    env_id: str,
+    import_modules: Sequence[str],
+    make_kwargs: Mapping[str, Any] | None,
+    reward_weights: Sequence[float] | None = None,
+) -> None:
+    """The pre-training checks of an env config: its modules import, ``env.id`` is registered,
+    ``env.make_kwargs`` are arguments of its constructor, its observation space is one xdrl
+    trains on, and ``reward_weights`` fit its reward (one ``gymnasium.make``, no torch)."""
+    import_env_modules(import_modules)
+    check_env_id(env_id)
+    kwargs = check_make_kwargs(env_id, make_kwargs or {})
+    reward_dim = check_observation_space(env_id, kwargs)
+    if reward_weights is None:
+        return
+    if reward_dim is None:
+        raise ConfigError("env.reward_weights", f"{env_id} has a scalar reward; set it to null")
+    check_reward_weights(reward_weights, reward_dim, env_id)
+
+
+def check_make_kwargs(env_id: str, make_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Every ``env.make_kwargs`` key is an argument of the env's constructor (its gymnasium
+    ``EnvSpec`` entry point) or of ``gymnasium.make``; returns them as a dict."""
+    if not isinstance(make_kwargs, Mapping):
+        raise ConfigError("env.make_kwargs", "must be a mapping, e.g. {render_mode: rgb_array}")
+    if not make_kwargs:
+        return {}
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    spec = gymnasium.spec(_bare_id(env_id))
+    try:
+        entry = spec.entry_point
+        creator: Any = load_env_creator(entry) if isinstance(entry, str) else entry
+        signature = inspect.signature(creator)
+    except Exception:  # noqa: BLE001 - a missing optional package is reported below
+        return dict(make_kwargs)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
+        return dict(make_kwargs)
+    accepted = set(signature.parameters) | {"max_episode_steps", "disable_env_checker"}
+    for name in make_kwargs:
+        if name not in accepted:
+            close = difflib.get_close_matches(str(name), sorted(accepted), n=1)
+            hint = f"did you mean {close[0]}?" if close else f"it accepts {sorted(accepted)}"
+            raise ConfigError(
+                f"env.make_kwargs.{name}",
+                f"not an argument of {env_id} ({getattr(creator, '__name__', creator)}); {hint}",
+            )
+    return dict(make_kwargs)
+
+
+def check_observation_space(env_id: str, make_kwargs: Mapping[str, Any]) -> int | None:
+    """Fail with one line when ``env_id`` observes something xdrl's networks cannot take
+    (Discrete, Tuple, Dict, pixels); creates the env once, without torch. Returns the number of
+    objectives of a multi-objective env (None: a scalar reward)."""
+    try:
+        key = (env_id, tuple(sorted(make_kwargs.items())))
+        hash(key)
+    except TypeError:  # unhashable make_kwargs values: no cache
+        return _check_space.__wrapped__(env_id, tuple(make_kwargs.items()))
+    return _check_space(*key)
+
+
+@functools.lru_cache(maxsize=16)
+def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int | None:
+    import gymnasium
+
+    kwargs = {k: v for k, v in make_kwargs if k != "render_mode"}  # no window for a check
+    try:
+        with _quiet():
+            env = gymnasium.make(env_id, disable_env_checker=True, **kwargs)
+    except (gymnasium.error.DependencyNotInstalled, ImportError) as err:
+        raise _missing_dependency(env_id, err) from err
+    except Exception as err:  # noqa: BLE001 - the env's own complaint, in one line
+        text = str(err).strip().splitlines()
+        raise ConfigError(
+            "env.make_kwargs" if kwargs else "env.id",
+            f"{env_id} cannot be created ({text[0] if text else type(err).__name__}); "
+            "check the env's arguments",
+        ) from err
+    try:
+        space = env.observation_space
+        reward_space = getattr(env.unwrapped, "reward_space", None)
+    finally:
+        with _quiet():
+            env.close()
+    reward_dim = None
+    if reward_space is not None and is_multi_objective(env_id):
+        reward_dim = int(reward_space.shape[-1])
+    if isinstance(space, gymnasium.spaces.Box) and len(space.shape) == 1:
+        return reward_dim
+    kind = ""
+    if isinstance(space, gymnasium.spaces.Box):
+        kind = " (pixels)" if len(space.shape) == 3 else f" ({len(space.shape)}-d)"
+    raise ConfigError(
+        "env.id",
+        f"{env_id} observes {space}{kind}, which xdrl does not handle yet; it trains on "
+        f"{SUPPORTED_OBSERVATIONS}: pick an env with vector observations",
+    )
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """No output while the check creates an env: MuJoCo's C library prints a warning on stderr at
+    every model load, which would sit beside a one-line config error (the run's own env build
+    prints it where it belongs)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _missing_dependency(env_id: str, error: Exception) -> ConfigError:
@@ -145,11 +312,11 @@ def check_reward_weights(weights: Sequence[float], reward_dim: int, env_id: str)
             f"{env_id} has {reward_dim} objectives but {len(values)} weights were given; "
             f"pass {reward_dim} numbers, e.g. {[round(1 / reward_dim, 3)] * reward_dim}",
         )
-    if any(math.isnan(v) or math.isinf(v) for v in values):
-        raise ConfigError(key, f"weights must be finite numbers, got {values}")
     if sum(values) <= 0:
         raise ConfigError(
-            key, f"weights must have a positive sum, got {values} (sum {sum(values)})"
+            key,
+            f"weights must have a positive sum, got {values} (sum {sum(values)}); "
+            f"pass e.g. {[round(1 / reward_dim, 3)] * reward_dim}",
         )
     return values
 
@@ -178,6 +345,7 @@ def make_env(
     reward_weights: Sequence[FiniteFloat] | None = None,
     normalize_observations: bool = False,
     make_kwargs: dict[str, Any] | None = None,
+    import_modules: Sequence[str] = (),
     seed: int | None = None,
     device: str = "cpu",
     render: bool = False,
@@ -200,6 +368,8 @@ def make_env(
         reward_weights: scalarization weights (multi-objective only); equal weights when None.
         normalize_observations: add running observation normalization.
         make_kwargs: extra ``gymnasium.make`` keyword arguments.
+        import_modules: modules to import first, for the env ids they register (third-party
+            packages, a user's own envs); ``id`` may also name one, gymnasium's ``module:EnvId``.
         seed: seed of the first sub-env (the others follow).
         device: device of the env's tensors.
         render: create the envs with ``render_mode="rgb_array"`` (evaluation videos).
@@ -226,20 +396,14 @@ def make_env(
     from xdrl.collector import VectorEnv
     from xdrl.vector_env import VectorGymEnv
 
+    import_env_modules(import_modules)
     check_env_id(id)
-    if num_envs < 1:
-        raise ConfigError("env.num_envs", f"must be at least 1, got {num_envs}")
-    if frame_skip < 1:
-        raise ConfigError("env.frame_skip", f"must be at least 1, got {frame_skip}")
-    if batching not in ("vector", "serial", "parallel"):
-        raise ConfigError(
-            "env.batching", f"must be 'vector', 'serial' or 'parallel', got {batching!r}"
-        )
     multi_objective = is_multi_objective(id)
     if reward_weights is not None and not multi_objective:
         raise ConfigError("env.reward_weights", f"{id} has a scalar reward; set it to null")
 
     def make_one():
+        import_env_modules(import_modules)  # again in a worker process (batching=parallel)
         return _make_base(
             id,
             multi_objective=multi_objective,
@@ -253,7 +417,7 @@ def make_env(
     base = None
     if batching == "vector":
         base = _make_vector(
-            id,
+            _bare_id(id),  # module imported above; VectorGymEnv looks the id up in the registry
             num_envs,
             device=device,
             frame_skip=frame_skip,

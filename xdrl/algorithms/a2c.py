@@ -6,8 +6,7 @@ from torchrl.objectives import A2CLoss
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
-from xdrl.config_check import Activation, Cells, Discount, Fraction, NonNegativeFloat, PositiveInt
-from xdrl.errors import ConfigError
+from xdrl.config_types import Activation, Cells, Discount, Fraction, NonNegativeFloat, PositiveInt
 
 
 def build(
@@ -30,8 +29,6 @@ def build(
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=40)
     """
-    if epochs < 1:
-        raise ConfigError("algorithm.build.epochs", f"must be at least 1, got {epochs}")
     minibatch_size = minibatch_size or frames_per_batch
     actor, critic = actor_critic(env, actor_cells, critic_cells, activation, device)
     loss = A2CLoss(

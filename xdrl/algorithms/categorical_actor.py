@@ -18,9 +18,10 @@ from torch import nn
 from torchrl.modules import ProbabilisticActor
 
 from xdrl.algorithms.mlp_forward import MLPForward
+from xdrl.policy_types import TensorSampler
 
 
-class CategoricalActor(ProbabilisticActor):
+class CategoricalActor(ProbabilisticActor, TensorSampler):
     """A categorical policy ``pi(a|s) = softmax(net(s))`` over discrete actions.
 
     Reads ``observation``, writes ``logits``, ``action`` and ``action_log_prob`` (TorchRL's

@@ -15,7 +15,7 @@ from xdrl.algorithms.off_policy import (
     off_policy_parts,
     target_updater,
 )
-from xdrl.config_check import (
+from xdrl.config_types import (
     Activation,
     Cells,
     Discount,

@@ -18,9 +18,7 @@ KEY = "algorithm.build"
 
 def replay_buffer(buffer_size: int, batch_size: int) -> ReplayBufferTrainer:
     """A uniform replay buffer of ``buffer_size`` transitions, sampled ``batch_size`` at a time."""
-    if buffer_size < 1:
-        raise ConfigError(f"{KEY}.buffer_size", f"must be positive, got {buffer_size}")
-    if not 1 <= batch_size <= buffer_size:
+    if batch_size > buffer_size:
         raise ConfigError(
             f"{KEY}.batch_size", f"must be in [1, buffer_size={buffer_size}], got {batch_size}"
         )
@@ -30,24 +28,14 @@ def replay_buffer(buffer_size: int, batch_size: int) -> ReplayBufferTrainer:
 
 def optim_steps(utd: float, frames_per_batch: int) -> int:
     """Optimizer steps per collected batch for an update-to-data ratio (at least one)."""
-    if utd <= 0:
-        raise ConfigError(f"{KEY}.utd", f"must be positive, got {utd}")
     return max(1, round(utd * frames_per_batch))
 
 
 def target_updater(loss_module, *, target_update: str, tau: float, hard_update_interval: int):
     """SoftUpdate (Polyak ``tau`` per step) or HardUpdate (copy every ``hard_update_interval``)."""
     if target_update == "soft":
-        if not 0 < tau <= 1:
-            raise ConfigError(f"{KEY}.tau", f"must be in (0, 1], got {tau}")
         return SoftUpdate(loss_module, tau=tau)
-    if target_update == "hard":
-        if hard_update_interval < 1:
-            raise ConfigError(
-                f"{KEY}.hard_update_interval", f"must be positive, got {hard_update_interval}"
-            )
-        return HardUpdate(loss_module, value_network_update_interval=hard_update_interval)
-    raise ConfigError(f"{KEY}.target_update", f"must be 'soft' or 'hard', got {target_update!r}")
+    return HardUpdate(loss_module, value_network_update_interval=hard_update_interval)
 
 
 def off_policy_hooks(buffer: ReplayBufferTrainer, updater) -> list[tuple[str | None, Any]]:

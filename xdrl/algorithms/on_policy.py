@@ -76,8 +76,6 @@ class RewardScale:
 def use_reward_scale(loss_module, reward_scale: float, key: str) -> list:
     """Point the loss and its value estimator at the scaled reward (call after
     ``make_value_estimator``); returns the batch_process hook that writes it."""
-    if reward_scale <= 0:
-        raise ConfigError(key, f"must be positive, got {reward_scale}")
     if reward_scale == 1.0:
         return []
     loss_module.set_keys(reward=TRAIN_REWARD_KEY)

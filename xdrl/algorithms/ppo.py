@@ -6,7 +6,7 @@ from __future__ import annotations
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
 from xdrl.algorithms.ppo_loss import LeanClipPPOLoss
-from xdrl.config_check import (
+from xdrl.config_types import (
     Activation,
     Cells,
     Discount,
@@ -15,7 +15,6 @@ from xdrl.config_check import (
     PositiveFloat,
     PositiveInt,
 )
-from xdrl.errors import ConfigError
 
 
 def build(
@@ -42,8 +41,6 @@ def build(
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
     """
-    if epochs < 1:
-        raise ConfigError("algorithm.build.epochs", f"must be at least 1, got {epochs}")
     actor, critic = actor_critic(env, actor_cells, critic_cells, activation, device)
     loss = LeanClipPPOLoss(  # ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py)
         actor,

@@ -14,7 +14,7 @@ from xdrl.algorithms.common import (
     stochastic_actor,
 )
 from xdrl.algorithms.off_policy import off_policy_parts, target_updater
-from xdrl.config_check import (
+from xdrl.config_types import (
     Activation,
     Cells,
     Discount,

@@ -22,7 +22,7 @@ from xdrl.algorithms.common import (
 )
 from xdrl.algorithms.off_policy import off_policy_parts, target_updater
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
-from xdrl.config_check import (
+from xdrl.config_types import (
     Activation,
     Cells,
     Discount,
@@ -33,7 +33,6 @@ from xdrl.config_check import (
     PositiveFloat,
     PositiveInt,
 )
-from xdrl.errors import ConfigError
 
 
 class DelayedActorStepper(DetachedOptimizationStepper):
@@ -110,8 +109,6 @@ def build(
         >>> parts = build(make_env("Pendulum-v1", num_envs=8), frames_per_batch=64)
     """
     require_continuous(env, "td3")
-    if policy_delay < 1:
-        raise ConfigError("algorithm.build.policy_delay", f"must be at least 1, got {policy_delay}")
     low, high = action_bounds(env)
     scale = float(((high - low) / 2).max())
     act = activation_class(activation)

@@ -1,0 +1,53 @@
+"""A user's own gymnasium env, registered on import (as a third-party package registers its ids):
+what ``env.id=tests.user_envs:Corridor-v0`` and ``env.import_modules=[tests.user_envs]`` name."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+
+ENV_ID = "XdrlCorridor-v0"
+
+
+class Corridor(gymnasium.Env):
+    """Walk right along a corridor of ``length`` cells: reward 1 at the far end, -0.01 per step.
+
+    Observation: the position as a fraction of the length (a flat Box); actions: 0 left, 1 right.
+    """
+
+    def __init__(self, length: int = 8) -> None:
+        if length < 1:
+            raise ValueError(f"length must be at least 1, got {length}")
+        self.length = length
+        self.observation_space = gymnasium.spaces.Box(0.0, 1.0, (1,), np.float32)
+        self.action_space = gymnasium.spaces.Discrete(2)
+        self.position = 0
+
+    def _observation(self) -> np.ndarray:
+        return np.array([self.position / self.length], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.position = 0
+        return self._observation(), {}
+
+    def step(self, action):
+        self.position = max(0, self.position + (1 if int(action) == 1 else -1))
+        done = self.position >= self.length
+        return self._observation(), 1.0 if done else -0.01, done, False, {}
+
+
+class DictCorridor(Corridor):
+    """The same corridor observed as a Dict space (as MiniGrid's envs are): not a flat Box."""
+
+    def __init__(self, length: int = 8) -> None:
+        super().__init__(length)
+        self.observation_space = gymnasium.spaces.Dict({"position": self.observation_space})
+
+    def _observation(self) -> dict[str, np.ndarray]:  # type: ignore[override]
+        return {"position": super()._observation()}
+
+
+if ENV_ID not in gymnasium.envs.registry:
+    gymnasium.register(ENV_ID, entry_point=Corridor, max_episode_steps=50)
+    gymnasium.register("XdrlDictCorridor-v0", entry_point=DictCorridor, max_episode_steps=50)

@@ -224,10 +224,11 @@ def test_per_objective_returns_appear_in_the_table(tmp_path: Path) -> None:
 
 
 def _shape(report: dict[str, Any]) -> None:
-    assert set(report) == {"metric", "groups", "probability_of_improvement"}
+    assert set(report) == {"metric", "groups", "probability_of_improvement", "short_runs"}
     for group in report["groups"]:
-        assert set(group) == {"name", "overrides", "runs", "seeds", "final", "curve"}
+        assert set(group) == {"name", "env", "overrides", "runs", "seeds", "final", "curve"}
         assert isinstance(group["name"], str) and isinstance(group["runs"], int)
+        assert isinstance(group["env"], str)
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in group["overrides"].items())
         assert all(isinstance(s, int) for s in group["seeds"])
         final = group["final"]
@@ -238,7 +239,7 @@ def _shape(report: dict[str, Any]) -> None:
         for point in group["curve"]:
             assert set(point) == {"frames", "iqm", "ci"} and isinstance(point["frames"], int)
     for row in report["probability_of_improvement"]:
-        assert set(row) == {"x", "y", "p", "ci"}
+        assert set(row) == {"env", "x", "y", "p", "ci"}
 
 
 def _assert_pngs(out_dir: Path) -> None:
@@ -259,14 +260,14 @@ def test_report_files_shape_and_plots(tmp_path: Path) -> None:
 
 
 def test_out_dir_metric_and_errors(tmp_path: Path, monkeypatch, capsys) -> None:
-    root = sweep_of(tmp_path / "sweep", {"ppo": [1.0, 2.0]})
-    out = tmp_path / "elsewhere"
     key = "eval/deterministic/episode_len_mean"
+    root = tmp_path / "sweep"
+    for seed in range(2):
+        fake_run(root, f"r{seed}", seed=seed, overrides=[], history=[(0, 1.0)], extra={key: 9.0})
+    out = tmp_path / "elsewhere"
     assert report_main([str(root), "--out", str(out), "--metric", key]) == 0
     assert json.loads((out / "report.json").read_text())["metric"] == key
     assert report_main([str(tmp_path / "missing")]) == 2
-    (tmp_path / "empty").mkdir()
-    assert report_main([str(tmp_path / "empty")]) == 1
     monkeypatch.setattr("xdrl.report.cli.missing_extra", lambda: ["scipy"])
     capsys.readouterr()
     assert report_main([str(root)]) == 2
@@ -284,11 +285,14 @@ def test_pareto_hook_section_is_appended(tmp_path: Path, monkeypatch) -> None:
         return "## Pareto front\n\nfront here\n"
 
     module.pareto_report = pareto_report  # type: ignore[attr-defined]
+    module.PARETO_PNG = "pareto.png"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "xdrl.pareto", types.ModuleType("xdrl.pareto"))
     monkeypatch.setitem(sys.modules, "xdrl.pareto.report", module)
     root = sweep_of(tmp_path, {"ppo": [1.0, 2.0]})
     make_report([root])
-    assert seen == [(["0_ppo_0", "1_ppo_1"], root / "report")]
+    ((names, staged),) = seen
+    assert names == ["0_ppo_0", "1_ppo_1"]
+    assert staged.parent == root and not staged.exists()  # built beside report/, swapped in
     assert "## Pareto front" in (root / "report" / "report.md").read_text()
 
 

@@ -43,6 +43,11 @@ class Report:
     short: list[str] = field(default_factory=list)
 
 
+def report_dir(paths: list[Path], out_dir: str | Path | None) -> Path:
+    """Where the report goes: ``out_dir``, else ``<first path>/report``."""
+    return Path(out_dir) if out_dir is not None else paths[0] / REPORT_DIR
+
+
 def make_report(
     paths: Iterable[str | Path],
     *,
@@ -58,9 +63,8 @@ def make_report(
     an earlier report there stays as it was.
 
     Raises:
-        FileNotFoundError: a path does not exist.
-        ReportError: ``out_dir`` is a file, no run is found, or no run reports ``metric``
-            (nothing is written).
+        ReportError: a path does not exist, ``out_dir`` is a file, no run is found, or no run
+            reports ``metric`` (nothing is written).
         OSError: the report could not be written (nothing under ``out_dir`` changed).
     """
     from xdrl.report.analysis import analyze, check_metric
@@ -68,10 +72,13 @@ def make_report(
     from xdrl.report.runs import ReportError, find_runs, skipped_warning
 
     roots = [Path(p) for p in paths]
-    out = Path(out_dir) if out_dir is not None else roots[0] / REPORT_DIR
+    out = report_dir(roots, out_dir)
     if out.exists() and not out.is_dir():
         raise ReportError(f"--out {out} is a file; give a folder (it is created or replaced)")
-    runs = find_runs(roots)
+    try:
+        runs = find_runs(roots)
+    except FileNotFoundError as err:
+        raise ReportError(str(err)) from None
     if not runs:
         where = ", ".join(map(str, roots))
         raise ReportError(

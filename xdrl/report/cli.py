@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
-from xdrl.report import MISSING_EXTRA, make_report, missing_extra
+from xdrl.report import MISSING_EXTRA, make_report, missing_extra, report_dir
 from xdrl.report.runs import ReportError
 
 DESCRIPTION = """What a sweep over seeds found. Finds every run under PATHs (single runs and
@@ -29,12 +30,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _oserror_line(err: OSError) -> str:
-    """``No space left on device: <path>``: one line, whatever raised it."""
-    where = err.filename if err.filename is not None else ""
-    return f"{err.strerror or err}: {where}".rstrip(": ")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command; exit 2 on a missing extra, a missing path, an unknown metric, ``--out``
     a file or no runs found, 1 when the report could not be written (one line each)."""
@@ -45,12 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["xdrl-report", *(sys.argv[1:] if argv is None else argv)])
     try:
         report = make_report(args.paths, metric=args.metric, out_dir=args.out, command=command)
-    except (FileNotFoundError, ReportError) as err:
+    except ReportError as err:
         print(f"xdrl-report: {err}", file=sys.stderr)
         return 2
-    except OSError as err:
-        line = _oserror_line(err)
-        print(f"xdrl-report: error: {line}; the earlier report is unchanged", file=sys.stderr)
+    except OSError as err:  # the folder is written whole or not at all (xdrl.report.publish)
+        out = report_dir([Path(p) for p in args.paths], args.out)
+        why = err.strerror or str(err)
+        print(f"xdrl-report: error: {why}: {out} (nothing written; an earlier report there is "
+              "unchanged)", file=sys.stderr)  # fmt: skip
         return 1
     for warning in report.warnings:
         print(f"xdrl-report: warning: {warning}", file=sys.stderr)

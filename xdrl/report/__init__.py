@@ -85,18 +85,21 @@ def make_report(
             f"no run folders (.hydra/config.yaml) under {where}; give run or sweep folders"
         )
     analysis = analyze(runs, check_metric(runs, metric))
-    files = _write_report(out, analysis, command, note)
+    warnings = [w for run in runs if (w := skipped_warning(run))]
+    files = _write_report(out, analysis, command, note, warnings)
     return Report(
         out_dir=out,
         table=group_tables(analysis),
         files=files,
         runs=len(runs),
-        warnings=[w for run in runs if (w := skipped_warning(run))],
+        warnings=warnings,
         short=[s["run"] for s in analysis.short],
     )
 
 
-def _write_report(out: Path, analysis: Any, command: str, note: str | None) -> list[Path]:
+def _write_report(
+    out: Path, analysis: Any, command: str, note: str | None, warnings: list[str]
+) -> list[Path]:
     """Build every file of the report in a hidden folder beside ``out`` and swap it in."""
     from xdrl.report.document import CURVES_PNG, FINAL_PNG, OWN_FILES, markdown, write_text_files
     from xdrl.report.plots import plot_curves, plot_final
@@ -108,7 +111,7 @@ def _write_report(out: Path, analysis: Any, command: str, note: str | None) -> l
         groups = [{**g.to_json(), "values": g.values(analysis.metric)} for g in analysis.groups]
         plot_curves(groups, analysis.metric, folder / CURVES_PNG)
         plot_final(groups, analysis.metric, folder / FINAL_PNG)
-        extra = _pareto_sections(analysis, folder)
+        extra = _pareto_sections(analysis, folder, warnings)
         write_text_files(folder, analysis, markdown(analysis, command, extra, note))
         names.extend(sorted(p.name for p in folder.iterdir()))
 
@@ -116,9 +119,10 @@ def _write_report(out: Path, analysis: Any, command: str, note: str | None) -> l
     return [out / name for name in names]
 
 
-def _pareto_sections(analysis: Any, folder: Path) -> str | None:
+def _pareto_sections(analysis: Any, folder: Path, warnings: list[str]) -> str | None:
     """The Pareto-front section of ``xdrl.pareto`` per environment, when that package is
-    installed: its files in ``folder`` for one environment, in ``pareto-<env>/`` for several."""
+    installed: its files in ``folder`` for one environment, in ``pareto-<env>/`` for several.
+    A front that cannot be drawn is said in its section and in ``warnings``."""
     try:
         from xdrl.pareto.report import PARETO_PNG, pareto_report  # type: ignore[import-not-found]
     except ImportError:
@@ -133,7 +137,9 @@ def _pareto_sections(analysis: Any, folder: Path) -> str | None:
             raise
         except Exception as err:  # noqa: BLE001 - the seed statistics stand without the front
             log.debug("Pareto section of %s failed", env, exc_info=True)
-            section = f"## Pareto front: {env}\n\nNot drawn: {type(err).__name__}: {err}\n"
+            why = f"{type(err).__name__}: {err}".splitlines()[0]
+            warnings.append(f"Pareto front of {env} not drawn: {why}")
+            section = f"## Pareto front: {env}\n\nNot drawn: {why}\n"
         if section and target != folder:
             section = section.replace(f"]({PARETO_PNG})", f"]({target.name}/{PARETO_PNG})")
         if section:

@@ -549,6 +549,16 @@ def test_unknown_metric_is_one_line_with_a_did_you_mean_and_writes_nothing(tmp_p
     )
     assert _snapshot(root / "report") == before  # the good report is untouched
     assert sorted(p.name for p in root.iterdir()) == ["a2c_0", "a2c_1", "ppo_0", "ppo_1", "report"]
+    # Runs evaluated with sampled actions only: the default metric is refused the same way.
+    stochastic = METRIC.replace("deterministic", "stochastic")
+    run = fake_run(tmp_path / "other", "r", seed=0, overrides=[], history=[(0, 1.0)], status=None)
+    (run / EVALUATIONS_FILE).write_text(json.dumps({"frames": 0, stochastic: 1.0}) + "\n")
+    default = _xdrl_report(tmp_path / "other")
+    assert default.returncode == 2 and default.stderr == (
+        f"xdrl-report: the default metric {METRIC}: no run reports it; "
+        f"did you mean --metric {stochastic}?\n"
+    )
+    assert not (tmp_path / "other" / "report").exists()
 
 
 def test_a_new_report_replaces_the_old_one_as_a_set(tmp_path: Path) -> None:
@@ -682,6 +692,11 @@ def test_out_a_file_and_folders_without_runs_are_one_line(tmp_path: Path) -> Non
         f"xdrl-report: --out {target} is a file; give a folder (it is created or replaced)\n"
     )
     assert target.read_text() == "mine" and not (root / "report").exists()
+    result = _xdrl_report(root, "--out", root)  # would swap the runs away
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"xdrl-report: --out {root} holds runs; give a folder of its own (default: {root}/report)\n"
+    )
     empty, other = tmp_path / "empty", tmp_path / "other"
     empty.mkdir()
     (other / "logs").mkdir(parents=True)

@@ -79,10 +79,15 @@ def make_report(
         runs = find_runs(roots)
     except FileNotFoundError as err:
         raise ReportError(str(err)) from None
+    where = ", ".join(map(str, roots))
     if not runs:
-        where = ", ".join(map(str, roots))
         raise ReportError(
             f"no run folders (.hydra/config.yaml) under {where}; give run or sweep folders"
+        )
+    home = out.resolve()
+    if any(run.dir == home or home in run.dir.parents for run in runs):
+        raise ReportError(
+            f"--out {out} holds runs; give a folder of its own (default: {report_dir(roots, None)})"
         )
     analysis = analyze(runs, check_metric(runs, metric))
     warnings = [w for run in runs if (w := skipped_warning(run))]

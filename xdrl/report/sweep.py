@@ -106,14 +106,14 @@ def log_report_to_wandb(
 
     report = json.loads((out_dir / "report.json").read_text())
     columns: list[str | int] = ["group", "runs", "seeds", "iqm", "iqm_low", "iqm_high"]
-    columns += ["mean", "mean_low", "mean_high", "std", "median"]
+    columns += ["mean", "mean_low", "mean_high", "std", "median", "env"]
     rows: list[list[Any]] = []
     for g in report["groups"]:
         final = g["final"]
         iqm_ci, mean_ci = final["iqm_ci"] or [None, None], final["mean_ci"] or [None, None]
         rows.append(
             [g["name"], g["runs"], ",".join(map(str, g["seeds"])), final["iqm"], *iqm_ci]
-            + [final["mean"], *mean_ci, final["std"], final["median"]]
+            + [final["mean"], *mean_ci, final["std"], final["median"], g.get("env")]
         )
     run = wandb.init(
         project=project,

@@ -1,5 +1,7 @@
 """xdrl-report and the evaluation history it reads: statistics checked against independent code
-on synthetic run folders, the files it writes, and end-to-end runs of xdrl-train."""
+on synthetic run folders, the files it writes, and end-to-end runs of xdrl-train; the
+``xdrl-report`` console script on bad input (an unknown metric, a full disk, corrupt evaluation
+lines, runs of several envs, ``--out`` a file, folders without runs)."""
 
 from __future__ import annotations
 

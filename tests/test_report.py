@@ -1,9 +1,13 @@
 """xdrl-report and the evaluation history it reads: statistics checked against independent code
-on synthetic run folders, the files it writes, and end-to-end runs of xdrl-train."""
+on synthetic run folders, the files it writes, and end-to-end runs of xdrl-train; the
+``xdrl-report`` console script on bad input (an unknown metric, a full disk, corrupt evaluation
+lines, runs of several envs, ``--out`` a file, folders without runs)."""
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import statistics
 import subprocess
 import sys
@@ -224,10 +228,11 @@ def test_per_objective_returns_appear_in_the_table(tmp_path: Path) -> None:
 
 
 def _shape(report: dict[str, Any]) -> None:
-    assert set(report) == {"metric", "groups", "probability_of_improvement"}
+    assert set(report) == {"metric", "groups", "probability_of_improvement", "short_runs"}
     for group in report["groups"]:
-        assert set(group) == {"name", "overrides", "runs", "seeds", "final", "curve"}
+        assert set(group) == {"name", "env", "overrides", "runs", "seeds", "final", "curve"}
         assert isinstance(group["name"], str) and isinstance(group["runs"], int)
+        assert isinstance(group["env"], str)
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in group["overrides"].items())
         assert all(isinstance(s, int) for s in group["seeds"])
         final = group["final"]
@@ -238,7 +243,7 @@ def _shape(report: dict[str, Any]) -> None:
         for point in group["curve"]:
             assert set(point) == {"frames", "iqm", "ci"} and isinstance(point["frames"], int)
     for row in report["probability_of_improvement"]:
-        assert set(row) == {"x", "y", "p", "ci"}
+        assert set(row) == {"env", "x", "y", "p", "ci"}
 
 
 def _assert_pngs(out_dir: Path) -> None:
@@ -259,14 +264,14 @@ def test_report_files_shape_and_plots(tmp_path: Path) -> None:
 
 
 def test_out_dir_metric_and_errors(tmp_path: Path, monkeypatch, capsys) -> None:
-    root = sweep_of(tmp_path / "sweep", {"ppo": [1.0, 2.0]})
-    out = tmp_path / "elsewhere"
     key = "eval/deterministic/episode_len_mean"
+    root = tmp_path / "sweep"
+    for seed in range(2):
+        fake_run(root, f"r{seed}", seed=seed, overrides=[], history=[(0, 1.0)], extra={key: 9.0})
+    out = tmp_path / "elsewhere"
     assert report_main([str(root), "--out", str(out), "--metric", key]) == 0
     assert json.loads((out / "report.json").read_text())["metric"] == key
     assert report_main([str(tmp_path / "missing")]) == 2
-    (tmp_path / "empty").mkdir()
-    assert report_main([str(tmp_path / "empty")]) == 1
     monkeypatch.setattr("xdrl.report.cli.missing_extra", lambda: ["scipy"])
     capsys.readouterr()
     assert report_main([str(root)]) == 2
@@ -284,11 +289,14 @@ def test_pareto_hook_section_is_appended(tmp_path: Path, monkeypatch) -> None:
         return "## Pareto front\n\nfront here\n"
 
     module.pareto_report = pareto_report  # type: ignore[attr-defined]
+    module.PARETO_PNG = "pareto.png"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "xdrl.pareto", types.ModuleType("xdrl.pareto"))
     monkeypatch.setitem(sys.modules, "xdrl.pareto.report", module)
     root = sweep_of(tmp_path, {"ppo": [1.0, 2.0]})
     make_report([root])
-    assert seen == [(["0_ppo_0", "1_ppo_1"], root / "report")]
+    ((names, staged),) = seen
+    assert names == ["0_ppo_0", "1_ppo_1"]
+    assert staged.parent == root and not staged.exists()  # built beside report/, swapped in
     assert "## Pareto front" in (root / "report" / "report.md").read_text()
 
 
@@ -498,3 +506,209 @@ def test_runs_that_all_agree_give_a_point_interval(tmp_path: Path) -> None:
     report = _report(sweep_of(tmp_path, {"ppo": [500.0] * 5}))  # BCa would give NaN here
     final = report["groups"][0]["final"]
     assert final["iqm_ci"] == final["mean_ci"] == [500.0, 500.0] and final["std"] == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports never lie and never half-write: xdrl-report as a user runs it
+# ---------------------------------------------------------------------------------------------
+
+XDRL_REPORT = str(Path(sys.executable).with_name("xdrl-report"))
+LEN_METRIC = "eval/deterministic/episode_len_mean"
+
+
+def _xdrl_report(*args: str | Path) -> subprocess.CompletedProcess:
+    return subprocess.run([XDRL_REPORT, *map(str, args)], capture_output=True, text=True)
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` by relative path, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _two_metric_sweep(root: Path) -> Path:
+    """Two configurations of two seeds reporting the return and the episode length."""
+    for algo, base in (("ppo", 100.0), ("a2c", 50.0)):
+        for seed in range(2):
+            fake_run(root, f"{algo}_{seed}", seed=seed, overrides=[f"algorithm={algo}"],
+                     history=[(0, 1.0), (100, base + seed)],
+                     extra={LEN_METRIC: base / 2 + seed})  # fmt: skip
+    return root
+
+
+def test_unknown_metric_is_one_line_with_a_did_you_mean_and_writes_nothing(tmp_path: Path) -> None:
+    root = _two_metric_sweep(tmp_path / "sweep")
+    assert _xdrl_report(root).returncode == 0
+    before = _snapshot(root / "report")
+    misspelt = "eval/deterministic/reward/episode_reward_maen"
+    result = _xdrl_report(root, "--metric", misspelt)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"xdrl-report: --metric {misspelt}: no run reports it; did you mean --metric {METRIC}?\n"
+    )
+    far = _xdrl_report(root, "--metric", "loss")
+    assert far.returncode == 2 and far.stderr == (
+        f"xdrl-report: --metric loss: no run reports it; the runs report {LEN_METRIC}, {METRIC}\n"
+    )
+    assert _snapshot(root / "report") == before  # the good report is untouched
+    assert sorted(p.name for p in root.iterdir()) == ["a2c_0", "a2c_1", "ppo_0", "ppo_1", "report"]
+    # Runs evaluated with sampled actions only: the default metric is refused the same way.
+    stochastic = METRIC.replace("deterministic", "stochastic")
+    run = fake_run(tmp_path / "other", "r", seed=0, overrides=[], history=[(0, 1.0)], status=None)
+    (run / EVALUATIONS_FILE).write_text(json.dumps({"frames": 0, stochastic: 1.0}) + "\n")
+    default = _xdrl_report(tmp_path / "other")
+    assert default.returncode == 2 and default.stderr == (
+        f"xdrl-report: the default metric {METRIC}: no run reports it; "
+        f"did you mean --metric {stochastic}?\n"
+    )
+    assert not (tmp_path / "other" / "report").exists()
+
+
+def test_a_new_report_replaces_the_old_one_as_a_set(tmp_path: Path) -> None:
+    root = _two_metric_sweep(tmp_path / "sweep")
+    assert _xdrl_report(root).returncode == 0
+    out = root / "report"
+    (out / "pareto.png").write_bytes(b"from an earlier weight sweep")  # a report file: replaced
+    (out / "wandb").mkdir()  # not a report file (a W&B run logged from it): carried over
+    (out / "wandb" / "run.wandb").write_text("offline run")
+    result = _xdrl_report(root, "--metric", LEN_METRIC)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted([*REPORT_FILES, "wandb"])
+    assert (out / "wandb" / "run.wandb").read_text() == "offline run"
+    assert json.loads((out / "report.json").read_text())["metric"] == LEN_METRIC
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]  # no staging folder left
+
+
+def test_a_full_disk_leaves_the_previous_report_whole(tmp_path: Path) -> None:
+    root = _two_metric_sweep(tmp_path / "sweep")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)]
+    if subprocess.run(mount, capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        out = disk / "report"
+        assert _xdrl_report(root, "--out", out).returncode == 0
+        before = _snapshot(out)
+        # Fill the disk but for half the report's size: the next report cannot be written whole.
+        room = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        with (disk / "filler").open("wb") as fh:
+            fh.write(b"\0" * (room - sum(map(len, before.values())) // 2))
+        result = _xdrl_report(root, "--out", out, "--metric", LEN_METRIC)
+        assert result.returncode == 1 and result.stdout == ""
+        assert result.stderr == (
+            f"xdrl-report: error: No space left on device: {out} (nothing written; an earlier "
+            "report there is unchanged)\n"
+        )
+        assert _snapshot(out) == before
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "report"]  # no temp files
+        (disk / "filler").unlink()
+        assert _xdrl_report(root, "--out", out, "--metric", LEN_METRIC).returncode == 0
+        assert json.loads((out / "report.json").read_text())["metric"] == LEN_METRIC
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_corrupt_evaluation_lines_are_skipped_with_a_warning_and_named(tmp_path: Path) -> None:
+    history = [(0, 1.0), (500, 20.0), (1000, 40.0)]
+    runs = {f"r{s}": fake_run(tmp_path, f"r{s}", seed=s, overrides=[], history=history)
+            for s in range(4)}  # fmt: skip
+    noise = bytes(b for b in random.Random(0).randbytes(64) if b != ord("\n"))
+    lines = {name: (run / EVALUATIONS_FILE).read_bytes().splitlines() for name, run in runs.items()}
+    lines["r1"][1] = noise  # random bytes in the middle
+    lines["r2"][1] = json.dumps({"frames": 500, METRIC: "n/a"}).encode()  # a non-numeric value
+    lines["r3"][2] = lines["r3"][2][:20]  # a torn last line
+    for name in ("r1", "r2", "r3"):
+        (runs[name] / EVALUATIONS_FILE).write_bytes(b"\n".join(lines[name]) + b"\n")
+    result = _xdrl_report(tmp_path)
+    assert result.returncode == 0, result.stderr
+    files = {name: run.resolve() / EVALUATIONS_FILE for name, run in runs.items()}
+    assert result.stderr.splitlines() == [
+        f"xdrl-report: warning: {files['r1']}: skipped line 2 (not JSON)",
+        f"xdrl-report: warning: {files['r2']}: skipped line 2 ({METRIC} is 'n/a', not a number)",
+        f"xdrl-report: warning: {files['r3']}: skipped line 3 (not JSON)",
+    ]
+    short = [str(runs[n].resolve()) for n in ("r1", "r2", "r3")]
+    assert (
+        f"Short runs (unreadable evaluation records skipped): {', '.join(short)}" in result.stdout
+    )
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    named = [(s["run"], [x["line"] for x in s["skipped"]], s["last_frames"])
+             for s in report["short_runs"]]  # fmt: skip
+    assert named == [(short[0], [2], 1000), (short[1], [2], 1000), (short[2], [3], 500)]
+    (group,) = report["groups"]
+    assert group["runs"] == 4 and group["final"]["mean"] == 40.0  # the finals are in summary.json
+    # The curve ends where the torn run's readable history ends (and the report says so).
+    assert [p["frames"] for p in group["curve"]] == [0, 500]
+    at_500 = [20.0, (1.0 + 40.0) / 2, (1.0 + 40.0) / 2, 20.0]  # r1, r2 lost 500: interpolated
+    assert group["curve"][1]["iqm"] == pytest.approx(stats.trim_mean(at_500, 0.25))
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert f"- `{short[2]}`: line 3 (not JSON); last readable evaluation at 500 frames" in md
+    assert "| completed, short |" in next(x for x in md.splitlines() if x.startswith("| `r3`"))
+
+
+def test_runs_of_different_envs_are_never_ranked_together(tmp_path: Path) -> None:
+    key = "eval/deterministic/reward/objective_{}/episode_reward_mean"
+    finals = {("dst", 0): 5.0, ("dst", 1): 7.0, ("rg", 0): 50.0, ("rg", 1): 1.0}
+    envs = {"dst": ("deep-sea-treasure-v0", 2), "rg": ("resource-gathering-v0", 3)}
+    for (env, w), value in finals.items():
+        env_id, objectives = envs[env]
+        weights = [0.0] * objectives
+        weights[w] = 1.0
+        for seed in range(2):
+            fake_run(tmp_path, f"{env}_{w}_{seed}", seed=seed, overrides=[f"env={env}", f"w={w}"],
+                     history=[(0, 0.0), (100, value + seed)], env=env_id,
+                     extra={key.format(i): value + seed + i for i in range(objectives)},
+                     config={"env": {"id": env_id, "reward_weights": weights}})  # fmt: skip
+    result = _xdrl_report(tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    order = [(g["env"], g["name"]) for g in report["groups"]]
+    assert order == [  # by env, best first within it: rg's 1.0 is not ranked below dst's 5.0
+        ("deep-sea-treasure-v0", "env=dst w=1"), ("deep-sea-treasure-v0", "env=dst w=0"),
+        ("resource-gathering-v0", "env=rg w=0"), ("resource-gathering-v0", "env=rg w=1"),
+    ]  # fmt: skip
+    pairs = [(p["env"], p["x"], p["y"], p["p"]) for p in report["probability_of_improvement"]]
+    assert pairs == [
+        ("deep-sea-treasure-v0", "env=dst w=1", "env=dst w=0", 1.0),
+        ("resource-gathering-v0", "env=rg w=0", "env=rg w=1", 1.0),
+    ]
+    for text in (result.stdout, (tmp_path / "report" / "report.md").read_text()):
+        tables = text.split("Environment `")[1:]
+        assert [t.split("`", 1)[0] for t in tables] == [envs["dst"][0], envs["rg"][0]]
+        assert "objective_2" not in tables[0].split("\n\n")[1] and "objective_2" in tables[1]
+    for env_id, objectives in envs.values():  # a front per env, its own objective count
+        front = json.loads((tmp_path / "report" / f"pareto-{env_id}" / "pareto.json").read_text())
+        assert front["env"] == env_id and front["objectives"] == objectives
+        assert len(front["points"]) == 2
+        assert f"](pareto-{env_id}/pareto.png)" in (tmp_path / "report" / "report.md").read_text()
+    _assert_pngs(tmp_path / "report")
+
+
+def test_out_a_file_and_folders_without_runs_are_one_line(tmp_path: Path) -> None:
+    root = _two_metric_sweep(tmp_path / "sweep")
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    result = _xdrl_report(root, "--out", target)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"xdrl-report: --out {target} is a file; give a folder (it is created or replaced)\n"
+    )
+    assert target.read_text() == "mine" and not (root / "report").exists()
+    result = _xdrl_report(root, "--out", root)  # would swap the runs away
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"xdrl-report: --out {root} holds runs; give a folder of its own (default: {root}/report)\n"
+    )
+    empty, other = tmp_path / "empty", tmp_path / "other"
+    empty.mkdir()
+    (other / "logs").mkdir(parents=True)
+    (other / "logs" / "x.csv").write_text("1,2\n")
+    for folder in (empty, other):
+        result = _xdrl_report(folder)
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == (
+            f"xdrl-report: no run folders (.hydra/config.yaml) under {folder}; "
+            "give run or sweep folders\n"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "notes.txt", "other", "sweep"]
+    assert [p.name for p in empty.iterdir()] == [] and [p.name for p in other.iterdir()] == ["logs"]

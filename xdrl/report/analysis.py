@@ -1,20 +1,48 @@
 """From runs to numbers: per group the final metric's statistics and learning curve, between
-groups the probability of improvement. Only completed runs are averaged; the others are kept,
-with the reason, so the report can list them.
+groups of one environment the probability of improvement. Only completed runs are averaged; the
+others are kept, with the reason, so the report can list them. Groups are ordered by environment
+and ranked within it: runs of different environments are never ranked or compared together.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
 from xdrl.report.groups import Group, group_runs
-from xdrl.report.runs import RunRecord
+from xdrl.report.runs import EVALUATIONS_FILE, ReportError, RunRecord
 from xdrl.report.stats import curve, probability_of_improvement, summarize
 
 DEFAULT_METRIC = "eval/deterministic/reward/episode_reward_mean"
+SHOWN_METRICS = 6  # metrics named when a requested one is unknown and none is close
+
+
+def check_metric(runs: list[RunRecord], metric: str | None) -> str:
+    """The metric to report: ``metric`` (default :data:`DEFAULT_METRIC`) if a run reports it.
+
+    The default stands when no run reports any metric (runs that all failed before an
+    evaluation are still listed).
+
+    Raises:
+        ReportError: no run reports it; the message names the closest metric they do report.
+    """
+    chosen = metric or DEFAULT_METRIC
+    present = sorted(set().union(*(run.metrics() for run in runs)))
+    if chosen in present or (metric is None and not present):
+        return chosen
+    what = f"--metric {chosen}" if metric else f"the default metric {chosen}"
+    if not present:
+        raise ReportError(f"{what}: no run reports any evaluation (evaluations.jsonl, summary)")
+    close = difflib.get_close_matches(chosen, present, n=1)
+    if close:
+        hint = f"did you mean --metric {close[0]}?"
+    else:
+        more = f" (+{len(present) - SHOWN_METRICS} more)" if len(present) > SHOWN_METRICS else ""
+        hint = f"the runs report {', '.join(present[:SHOWN_METRICS])}{more}"
+    raise ReportError(f"{what}: no run reports it; {hint}")
 
 
 @dataclass
@@ -45,6 +73,7 @@ class GroupResult:
         """The group entry of ``report.json``."""
         return {
             "name": self.group.name,
+            "env": self.group.env,
             "overrides": dict(self.group.overrides),
             "runs": len(self.used),
             "seeds": self.seeds,
@@ -59,19 +88,46 @@ class GroupResult:
 
 @dataclass
 class Analysis:
-    """What a set of runs says about ``metric``: groups best first, pairwise improvement."""
+    """What a set of runs says about ``metric``: groups by environment, best first within it,
+    pairwise improvement within an environment, and the runs whose history is short."""
 
     metric: str
     groups: list[GroupResult]
     improvement: list[dict[str, Any]]
+    short: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def envs(self) -> list[str | None]:
+        """The environments of the groups, in the groups' order."""
+        return list(dict.fromkeys(g.group.env for g in self.groups))
+
+    def of_env(self, env: str | None) -> list[GroupResult]:
+        """The groups of one environment, best first."""
+        return [g for g in self.groups if g.group.env == env]
 
     def to_json(self) -> dict[str, Any]:
-        """``report.json``: metric, groups, probability_of_improvement."""
+        """``report.json``: metric, groups, probability_of_improvement, short_runs."""
         return {
             "metric": self.metric,
             "groups": [g.to_json() for g in self.groups],
             "probability_of_improvement": list(self.improvement),
+            "short_runs": list(self.short),
         }
+
+
+def short_runs(runs: list[RunRecord]) -> list[dict[str, Any]]:
+    """Runs with unreadable lines in ``evaluations.jsonl``: which file, which lines, and the
+    frames of the last evaluation that could be read."""
+    return [
+        {
+            "run": str(run.dir),
+            "file": str(run.dir / EVALUATIONS_FILE),
+            "skipped": [{"line": line, "why": why} for line, why in run.skipped],
+            "last_frames": run.evaluations[-1]["frames"] if run.evaluations else None,
+        }
+        for run in runs
+        if run.skipped
+    ]
 
 
 def objective_keys(metric: str, runs: list[RunRecord]) -> list[str]:
@@ -123,18 +179,19 @@ def analyze_group(group: Group, metric: str) -> GroupResult:
     )
 
 
-def _rank(result: GroupResult) -> tuple[bool, float]:
-    iqm = result.final["iqm"]
-    return (iqm is None, -iqm if iqm is not None else 0.0)
+def _rank(result: GroupResult) -> tuple[bool, str, bool, float]:
+    env, iqm = result.group.env, result.final["iqm"]
+    return (env is None, env or "", iqm is None, -iqm if iqm is not None else 0.0)
 
 
 def analyze(runs: list[RunRecord], metric: str = DEFAULT_METRIC) -> Analysis:
-    """Group ``runs``, summarize each group (best final IQM first), compare groups per env."""
+    """Group ``runs``, summarize each group (by env, best final IQM first), compare groups of
+    one env."""
     results = sorted((analyze_group(g, metric) for g in group_runs(runs)), key=_rank)
     improvement = []
     for x, y in combinations(results, 2):
         if x.group.env != y.group.env or not x.used or not y.used:
             continue
         poi = probability_of_improvement(x.values(metric), y.values(metric))
-        improvement.append({"x": x.group.name, "y": y.group.name, **poi})
-    return Analysis(metric=metric, groups=results, improvement=improvement)
+        improvement.append({"env": x.group.env, "x": x.group.name, "y": y.group.name, **poi})
+    return Analysis(metric=metric, groups=results, improvement=improvement, short=short_runs(runs))

@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
-from xdrl.report import MISSING_EXTRA, make_report, missing_extra
+from xdrl.report import MISSING_EXTRA, make_report, missing_extra, report_dir
+from xdrl.report.runs import ReportError
 
 DESCRIPTION = """What a sweep over seeds found. Finds every run under PATHs (single runs and
 multirun folders), groups runs whose configs differ only in the seed, and writes report.md,
 report.json, curves.png and final.png: per group the final metric's mean, std, median and
 interquartile mean (IQM) with 95%% stratified bootstrap intervals, IQM learning curves, and the
-probability of improvement between groups (Agarwal et al. 2021)."""
+probability of improvement between groups (Agarwal et al. 2021), one table and panel per
+environment. The report folder is replaced as a whole, or not at all."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; exit 2 on a missing extra or path, 1 when no run is found."""
+    """Run the command; exit 2 on a missing extra, a missing path, an unknown metric, ``--out``
+    a file or no runs found, 1 when the report could not be written (one line each)."""
     args = _parser().parse_args(argv)
     if missing_extra():
         print(f"xdrl-report: {MISSING_EXTRA}", file=sys.stderr)
@@ -36,13 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["xdrl-report", *(sys.argv[1:] if argv is None else argv)])
     try:
         report = make_report(args.paths, metric=args.metric, out_dir=args.out, command=command)
-    except FileNotFoundError as err:
+    except ReportError as err:
         print(f"xdrl-report: {err}", file=sys.stderr)
         return 2
-    except LookupError as err:
-        print(f"xdrl-report: {err}", file=sys.stderr)
+    except OSError as err:  # the folder is written whole or not at all (xdrl.report.publish)
+        out = report_dir([Path(p) for p in args.paths], args.out)
+        why = err.strerror or str(err)
+        print(f"xdrl-report: error: {why}: {out} (nothing written; an earlier report there is "
+              "unchanged)", file=sys.stderr)  # fmt: skip
         return 1
+    for warning in report.warnings:
+        print(f"xdrl-report: warning: {warning}", file=sys.stderr)
     print(report.table)
+    if report.short:
+        print(f"Short runs (unreadable evaluation records skipped): {', '.join(report.short)}")
     print(f"{report.runs} runs; wrote {', '.join(str(p) for p in report.files)}")
     return 0
 

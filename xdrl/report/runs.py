@@ -3,26 +3,37 @@
 A run folder holds Hydra's ``.hydra/config.yaml``; a finished one also ``summary.json`` (written
 by ``xdrl.run``) and, when it evaluated, ``evaluations.jsonl`` (``xdrl.evaluation_history``). A
 folder with a config but neither file is listed as ``incomplete`` (it failed before training,
-was killed, or is still running).
+was killed, or is still running). A line of ``evaluations.jsonl`` that cannot be read (random
+bytes, a non-numeric value, a torn last line) is skipped and kept in :attr:`RunRecord.skipped`,
+so the report can say which runs are short instead of stopping or cutting a curve in silence.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
-from xdrl.evaluation_history import EVALUATIONS_FILE, read_evaluations
+from xdrl.evaluation_history import EVALUATIONS_FILE
 from xdrl.files import SUMMARY_FILE
 
 CONFIG_FILE = Path(".hydra") / "config.yaml"
 OVERRIDES_FILE = Path(".hydra") / "overrides.yaml"
 INCOMPLETE = "incomplete"
+
+
+class ReportError(ValueError):
+    """A report the runs cannot give (no runs, an unknown metric, ``--out`` a file): the
+    command prints its one line and exits 2."""
+
+
+RECORD_KEYS = frozenset({"frames", "time", "wall_time_s"})  # an evaluation record's non-metrics
 
 
 @dataclass
@@ -38,6 +49,8 @@ class RunRecord:
         evaluations: the records of ``evaluations.jsonl``, by frames (empty without the file).
         status: ``summary.json``'s status (``completed``, ``stopped``, ``failed``,
             ``interrupted``), or ``incomplete`` without a summary.
+        skipped: the lines of ``evaluations.jsonl`` that could not be read, as (line number,
+            why); a run with any is *short*: its curve lacks those evaluations.
 
     Example:
         >>> [run.status for run in find_runs(["multirun/2026-11-23/05-00-00"])]
@@ -50,6 +63,7 @@ class RunRecord:
     summary: dict[str, Any] | None
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     status: str = INCOMPLETE
+    skipped: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def seed(self) -> int | None:
@@ -67,7 +81,62 @@ class RunRecord:
         value = ((self.summary or {}).get("eval") or {}).get(metric)
         if value is None and self.evaluations:
             value = self.evaluations[-1].get(metric)
-        return float(value) if isinstance(value, int | float) else None
+        return float(value) if _is_number(value) else None
+
+    def metrics(self) -> set[str]:
+        """Every metric key the run reports (its evaluations and its summary's ``eval``)."""
+        final = ((self.summary or {}).get("eval") or {}).items()
+        keys = {k for record in self.evaluations for k in record}
+        keys |= {k for k, v in final if _is_number(v)}
+        return keys - RECORD_KEYS
+
+
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """One line of ``evaluations.jsonl`` as a record, or None and why it cannot be read."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None, "not JSON"
+    if not isinstance(record, dict):
+        return None, "not a JSON object"
+    frames: Any = record.get("frames")
+    if not _is_number(frames) or not math.isfinite(frames) or frames < 0 or frames != int(frames):
+        return None, f"frames is {frames!r}, not a count"
+    bad = [k for k, v in record.items() if k not in RECORD_KEYS and not _is_number(v)]
+    if bad:
+        return None, f"{bad[0]} is {record[bad[0]]!r}, not a number"
+    return {**record, "frames": int(frames)}, ""
+
+
+def read_evaluation_file(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+    """The readable records of an ``evaluations.jsonl`` by frames, and the skipped lines.
+
+    A line is skipped whole when it is not a JSON object, lacks a frame count, or holds a value
+    that is not a number: half a record would pair a metric with the wrong evaluation.
+    """
+    records, skipped = [], []
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        record, why = _parse_line(raw)
+        if record is None:
+            skipped.append((number, why))
+        else:
+            records.append(record)
+    return sorted(records, key=lambda r: r["frames"]), skipped
+
+
+def skipped_warning(run: RunRecord) -> str | None:
+    """One line naming ``run``'s ``evaluations.jsonl`` and the lines skipped in it, if any."""
+    if not run.skipped:
+        return None
+    lines = ", ".join(f"line {n} ({why})" if n else why for n, why in run.skipped[:3])
+    more = f" and {len(run.skipped) - 3} more lines" if len(run.skipped) > 3 else ""
+    return f"{run.dir / EVALUATIONS_FILE}: skipped {lines}{more}"
 
 
 def is_run_dir(path: Path) -> bool:
@@ -111,8 +180,12 @@ def read_run(path: Path) -> RunRecord:
     except (OSError, json.JSONDecodeError):
         summary = None
     evaluations: list[dict[str, Any]] = []
+    skipped: list[tuple[int, str]] = []
     if (path / EVALUATIONS_FILE).is_file():
-        evaluations = sorted(read_evaluations(path / EVALUATIONS_FILE), key=lambda r: r["frames"])
+        try:
+            evaluations, skipped = read_evaluation_file(path / EVALUATIONS_FILE)
+        except OSError as err:
+            skipped = [(0, f"cannot be read: {err.strerror or err}")]
     status = str(summary.get("status", "failed")) if summary is not None else INCOMPLETE
     return RunRecord(
         dir=path,
@@ -121,6 +194,7 @@ def read_run(path: Path) -> RunRecord:
         summary=summary,
         evaluations=evaluations,
         status=status,
+        skipped=skipped,
     )
 
 

@@ -33,6 +33,8 @@ def sweep_report(
     Returns the report folder, or None when there is nothing to compare or it failed (a failed
     report only warns: the sweep's own result stands).
     """
+    from xdrl.report.runs import ReportError
+
     try:
         from xdrl.report import MISSING_EXTRA, make_report, missing_extra
         from xdrl.report.groups import group_runs
@@ -55,11 +57,19 @@ def sweep_report(
         report = make_report(
             [sweep_dir], metric=metric, command=command or again, note=note if command else None
         )
-        if wandb is not None:
-            log_report_to_wandb(report.out_dir, **wandb)
+    except (ReportError, OSError) as err:  # one line: the earlier report, if any, stands
+        log.warning("sweep report not written: %s", err)
+        return None
     except Exception:  # noqa: BLE001 - a report must never break the sweep
         log.warning("sweep report: could not be written", exc_info=True)
         return None
+    for warning in report.warnings:
+        log.warning("sweep report: %s", warning)
+    if wandb is not None:
+        try:
+            log_report_to_wandb(report.out_dir, **wandb)
+        except Exception:  # noqa: BLE001 - the report on disk stands without its W&B copy
+            log.warning("sweep report: could not be logged to W&B", exc_info=True)
     if print_table:
         print(f"\nSweep report ({report.out_dir}):\n{report.table}", flush=True)
     log.info("Sweep report written to %s", report.out_dir)
@@ -96,14 +106,14 @@ def log_report_to_wandb(
 
     report = json.loads((out_dir / "report.json").read_text())
     columns: list[str | int] = ["group", "runs", "seeds", "iqm", "iqm_low", "iqm_high"]
-    columns += ["mean", "mean_low", "mean_high", "std", "median"]
+    columns += ["mean", "mean_low", "mean_high", "std", "median", "env"]
     rows: list[list[Any]] = []
     for g in report["groups"]:
         final = g["final"]
         iqm_ci, mean_ci = final["iqm_ci"] or [None, None], final["mean_ci"] or [None, None]
         rows.append(
             [g["name"], g["runs"], ",".join(map(str, g["seeds"])), final["iqm"], *iqm_ci]
-            + [final["mean"], *mean_ci, final["std"], final["median"]]
+            + [final["mean"], *mean_ci, final["std"], final["median"], g.get("env")]
         )
     run = wandb.init(
         project=project,

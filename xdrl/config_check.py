@@ -88,14 +88,6 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
         "checkpoint": (dict, "default"),
         "pareto": (dict, "{method: grid, num_weights: 11}"),
     },
-    "pareto": {
-        "method": (Literal["grid", "ols"], "ols"),
-        "num_weights": (Annotated[int, Field(ge=2)], 11),
-        "tolerance": (NonNegativeFloat, 1.0e-3),
-        "max_jobs": (Annotated[int, Field(ge=2)], 15),
-        "w0_range": (Annotated[list[Fraction], Field(min_length=2, max_length=2)], "[0.0, 1.0]"),
-        "report_dir": (str | None, "null"),
-    },
     "eval": {
         "enabled": (bool, True),
         "interval_frames": (PositiveInt, 10_000),
@@ -170,6 +162,7 @@ def check_config(cfg: DictConfig) -> None:
     _check_target(cfg, "env")
     check_env_kwargs(str(cfg.env.id), _value(cfg, "env.make_kwargs") or {})
     _check_target(cfg, "algorithm.build")
+    _check_target(cfg, "pareto")  # hydra_plugins.xdrl_pareto.settings.pareto_settings
     _check_sizes(cfg)
     _check_objective(cfg)
     _check_paths(cfg)

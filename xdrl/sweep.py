@@ -305,7 +305,8 @@ class SweepSummary(Callback):
 
     def _at_exit(self) -> None:
         pending, self._pending = self._pending, None
-        if pending is not None:
+        if pending is not None and find_job_dirs(Path(pending["sweep_dir"])):  # none: stopped
+            # before any job (a config error): nothing to tabulate, no folder to make
             self._report(pending, note="The sweep stopped early (a job failed or was interrupted).")
 
     def _report(self, pending: dict[str, Any], note: str | None) -> None:

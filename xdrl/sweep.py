@@ -15,6 +15,8 @@ import logging
 import math
 import os
 import shlex
+import signal
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,95 @@ TABLE_MD = "sweep_summary.md"
 TABLE_JSON = "sweep_summary.json"
 OPTUNA_RESULTS = "optimization_results.yaml"  # written by hydra-optuna-sweeper
 SUBMITIT_DIR = ".submitit"
+STOP_FILE = ".interrupted"  # in the sweep dir: Ctrl-C reached the sweep; no job starts after it
+
+
+# Ctrl-C on a sweep ------------------------------------------------------------------------------
+
+
+def sweep_interrupted(sweep_dir: str | Path) -> bool:
+    """Whether Ctrl-C reached the sweep writing into ``sweep_dir`` (jobs not started skip)."""
+    return (Path(sweep_dir) / STOP_FILE).exists()
+
+
+def mark_interrupted(sweep_dir: str | Path) -> None:
+    """Note in ``sweep_dir`` that the sweep was interrupted (read by the jobs and the sweepers)."""
+    try:
+        Path(sweep_dir).mkdir(parents=True, exist_ok=True)
+        (Path(sweep_dir) / STOP_FILE).touch()
+    except OSError:
+        log.warning("Could not mark %s as interrupted", sweep_dir, exc_info=True)
+
+
+def note_job_status(run_dir: str | Path, status: str, reason: str) -> None:
+    """A ``summary.json`` for a job that trained nothing (skipped, or Ctrl-C while it was being
+    built), unless the folder already holds one from an earlier run of the command."""
+    path = Path(run_dir) / SUMMARY_FILE
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    summary = {"status": status, "total_frames": 0, "error": reason}
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+
+def ignore_ctrl_c() -> None:
+    """Loky worker initializer: an idle worker ignores SIGINT (each job handles its own); by
+    default the KeyboardInterrupt killed the idle worker, which broke joblib's pool and made it
+    kill every running job without a checkpoint."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _use_loky_workers_that_ignore_ctrl_c() -> None:
+    """Make joblib's ``loky`` backend (Hydra's joblib launcher asks for it by name) start its
+    workers with :func:`ignore_ctrl_c` as initializer."""
+    from joblib import register_parallel_backend
+    from joblib.parallel import LokyBackend
+
+    class CtrlCSafeLokyBackend(LokyBackend):
+        def configure(self, n_jobs: int = 1, parallel: Any = None, **kwargs: Any) -> int:
+            kwargs.setdefault("initializer", ignore_ctrl_c)
+            return int(super().configure(n_jobs, parallel, **kwargs))
+
+    register_parallel_backend("loky", CtrlCSafeLokyBackend)
+
+
+class _SweepCtrlC:
+    """The sweep process's SIGINT handler: the first Ctrl-C marks the sweep interrupted (the
+    running jobs, which got the same signal from the terminal, finish their iteration, checkpoint
+    and stop; no job starts after); a second aborts at once."""
+
+    def __init__(self, sweep_dir: str) -> None:
+        self.sweep_dir = sweep_dir
+        self.previous: Any = None
+        self.received = False
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+
+    def restore(self) -> None:
+        if self.previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+
+    def _handle(self, _signum: int, _frame: Any) -> None:
+        if self.received:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        self.received = True
+        mark_interrupted(self.sweep_dir)
+        log.warning(
+            "Ctrl-C: running jobs stop after their iteration and checkpoint; no new job starts "
+            "(Ctrl-C again to abort at once)"
+        )
+
+
+_INTERRUPTED: list[str] = []  # sweep dirs this process saw interrupted (read by the CLI)
+
+
+def interrupted_sweep() -> str | None:
+    """The sweep dir of this process's sweep if Ctrl-C interrupted it, else None."""
+    return _INTERRUPTED[-1] if _INTERRUPTED else None
 
 
 @dataclass
@@ -215,6 +306,10 @@ def format_table(data: SweepSummaryData) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     completed = sum(job.status == "completed" for job in data.jobs)
     lines += ["", f"{completed}/{len(data.jobs)} jobs completed in {data.sweep_dir}"]
+    stopped = sum(job.status == "interrupted" for job in data.jobs)
+    skipped = sum(job.status == "not_started" for job in data.jobs)
+    if stopped or skipped:
+        lines.append(f"{stopped} interrupted at a checkpoint, {skipped} not started")
     if data.unaccounted_submissions:
         lines.append(
             f"{data.unaccounted_submissions} submitted job(s) left no job folder: see "
@@ -271,9 +366,11 @@ class SweepSummary(Callback):
         self._wandb: dict[str, Any] | None = None
         self._command: str | None = None
         self._pending: dict[str, Any] | None = None
+        self._ctrl_c: _SweepCtrlC | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Note where the sweep writes; arm the at-exit fallback."""
+        """Note where the sweep writes; arm the at-exit fallback and the Ctrl-C handling."""
+        self._handle_ctrl_c(config)
         try:
             task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
             self._pending = {
@@ -297,6 +394,18 @@ class SweepSummary(Callback):
             return
         atexit.register(self._at_exit)
 
+    def _handle_ctrl_c(self, config: DictConfig) -> None:
+        """A re-run continues: forget an earlier Ctrl-C; catch this sweep's."""
+        sweep_dir = str(config.hydra.sweep.dir)
+        try:
+            (Path(sweep_dir) / STOP_FILE).unlink(missing_ok=True)
+            if "joblib" in str(OmegaConf.select(config, "hydra.launcher._target_", default="")):
+                _use_loky_workers_that_ignore_ctrl_c()
+        except Exception:  # noqa: BLE001 - never break the sweep over this
+            log.warning("sweep: could not set up the Ctrl-C handling", exc_info=True)
+        self._ctrl_c = _SweepCtrlC(sweep_dir)
+        self._ctrl_c.install()
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Write and print the table."""
         pending, self._pending = self._pending, None
@@ -310,6 +419,14 @@ class SweepSummary(Callback):
             self._report(pending, note="The sweep stopped early (a job failed or was interrupted).")
 
     def _report(self, pending: dict[str, Any], note: str | None) -> None:
+        if self._ctrl_c is not None:
+            self._ctrl_c.restore()
+        if sweep_interrupted(pending["sweep_dir"]):
+            _INTERRUPTED.append(str(pending["sweep_dir"]))
+            note = (
+                "The sweep was interrupted (Ctrl-C): running jobs stopped at a checkpoint, later "
+                "jobs did not start; run the same command (same hydra.sweep.dir) to continue."
+            )
         try:
             data = summarize_sweep(**pending)
             data.note = note

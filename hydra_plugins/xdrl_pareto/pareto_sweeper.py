@@ -67,9 +67,14 @@ class ParetoSweeper(Sweeper):
     # Launching ---------------------------------------------------------------------------------
 
     def _launch(self, jobs: list[list[str]]) -> list[JobReturn]:
+        from xdrl.sweep import sweep_interrupted
+
+        assert self.config is not None
         size = self.max_batch_size or len(jobs)
         returns: list[JobReturn] = []
         for start in range(0, len(jobs), size):
+            if sweep_interrupted(self.config.hydra.sweep.dir):  # Ctrl-C: no further job
+                break
             batch = jobs[start : start + size]
             results = list(self.launcher.launch(batch, initial_job_idx=self.job_idx))
             self.job_idx += len(batch)

@@ -437,7 +437,7 @@ class SweepSummary(Callback):
         if self.print_table:
             print(f"\nSweep summary ({md.name}, {js.name}):\n{format_table(data)}", flush=True)
         log.info("Sweep summary written to %s", md)
-        if self.report:
+        if self.report and not sweep_interrupted(data.sweep_dir):  # the re-run reports
             from xdrl.report.sweep import sweep_report
 
             sweep_report(

@@ -128,9 +128,9 @@ def check_space(config: DictConfig, space: dict[str, Any], spec: dict[str, str])
             try:
                 check_config(trial_cfg)
             except ConfigError as err:
-                errors.append(str(err))
+                errors.append(err.message if err.key == key else str(err))
         if len(errors) == len(samples):
-            raise ConfigError(key, f"{spec[key]} holds no valid value: {errors[0]}")
+            raise ConfigError(key, f"{spec[key]} holds no valid value ({errors[0]})")
         if errors:
             log.warning(
                 "%s: %s can sample invalid values (%s); trials that do fail alone",

@@ -107,7 +107,8 @@ def samples_to_check(dist: Any) -> list[Any]:
         return list(dist.choices)
     middle = (dist.low + dist.high) / 2
     if isinstance(dist, IntDistribution):
-        return sorted({dist.low, dist.low + (int(middle) - dist.low) // dist.step * dist.step})
+        steps = (int(middle) - dist.low) // dist.step
+        return sorted({dist.low, dist.low + steps * dist.step, dist.high})
     return [dist.low, middle, dist.high] if not dist.log else [dist.low, dist.high]
 
 
@@ -195,9 +196,13 @@ class OptunaSweeper(Sweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         searched = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()])
         given = parser.parse_overrides(arguments)
-        fixed = [o.input_line for o in given if not o.is_sweep_override()]
         overrides = {o.get_key_element(): o for o in searched}
         overrides.update({o.get_key_element(): o for o in given if o.is_sweep_override()})
+        fixed = [  # a searched key is the search's, whatever else sets it
+            o.input_line
+            for o in given
+            if not o.is_sweep_override() and o.get_key_element() not in overrides
+        ]
         if not overrides:
             raise ConfigError("hydra.sweeper.params", "no search space; add key: interval(a,b)")
         space = {key: distribution(key, o) for key, o in overrides.items()}

@@ -65,7 +65,7 @@ def distribution(key: str, override: Override) -> Any:
         return CategoricalDistribution([_plain(v) for v in sweep.list])
     if isinstance(sweep, RangeSweep):
         start, stop, step = sweep.start, sweep.stop, sweep.step
-        values = list(override.sweep_iterator())
+        values: list[Any] = list(override.sweep_iterator())
         if not values or step == 0:
             raise ConfigError(
                 key, f"{text} is empty or reversed; write range(low, high) with low < high"
@@ -74,7 +74,7 @@ def distribution(key: str, override: Override) -> Any:
             return IntDistribution(int(min(values)), int(max(values)), step=abs(int(step)))
         return CategoricalDistribution([float(v) for v in values])
     if isinstance(sweep, IntervalSweep):
-        low, high = float(sweep.start), float(sweep.end)
+        low, high = float(sweep.start or 0.0), float(sweep.end or 0.0)
         if not low < high:
             raise ConfigError(
                 key,
@@ -118,7 +118,7 @@ def check_space(config: DictConfig, space: dict[str, Any], spec: dict[str, str])
     No valid sample: a :class:`ConfigError`; some invalid: one warning (those trials fail)."""
     from xdrl.config_check import check_config
 
-    base = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
+    base = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
     for key, dist in space.items():
         errors: list[str] = []
         samples = samples_to_check(dist)
@@ -248,7 +248,7 @@ class OptunaSweeper(Sweeper):
             study_name=name,
             storage=storage,
             sampler=sampler,
-            direction=self.direction,
+            direction=self.direction,  # type: ignore[arg-type]  # checked in sweep()
             load_if_exists=True,
         )
         finished = _finished(study)
@@ -259,9 +259,7 @@ class OptunaSweeper(Sweeper):
     def _run(self, study: Any, space: dict[str, Any], fixed: list[str], sweep_dir: Path) -> None:
         """Trials left running by an earlier command first (their folders resume), then new ones
         in batches of ``n_jobs``, until ``n_trials`` are finished or the sweep is interrupted."""
-        from optuna.trial import TrialState
-
-        from optuna.trial import Trial
+        from optuna.trial import Trial, TrialState
 
         stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
         for frozen in stale:
@@ -325,7 +323,7 @@ def _run_status(ret: JobReturn) -> str | None:
     import json
 
     try:
-        out = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))
+        out = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))  # type: ignore[union-attr]
         return str(json.loads((out / "summary.json").read_text()).get("status"))
     except Exception:  # noqa: BLE001 - no summary: the job's JobReturn decides
         return None

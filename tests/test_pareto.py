@@ -330,19 +330,25 @@ def test_a_weight_vector_of_the_wrong_length_fails_its_job_and_the_sweep_reports
     assert "has 2 objectives but 3 weights were given" in failed["error"]  # the one-line reason
 
 
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        (["pareto.num_weights=0"], "pareto.num_weights: got 0 (int), too small; set an integer >= 2"),
-        (["pareto.num_weights=1"], "pareto.num_weights: got 1 (int), too small; set an integer >= 2"),
-        (["pareto.method=ols", "pareto.max_jobs=1"], "pareto.max_jobs: got 1 (int), too small"),
-        (["pareto.w0_range=[0.2,1.5]"], "pareto.w0_range: got [0.2, 1.5] (list): item 1 (1.5) too large"),
-        (["pareto.method=ols", "pareto.w0_range=[0.8,0.2]"], "pareto.w0_range: [0.8, 0.2] is empty or reversed"),
-        (["pareto.method=foo"], "pareto.method: got 'foo' (str), not one of the options; set one of 'grid', 'ols'"),
-        (["env=four_room", "algorithm=dqn", "pareto.method=ols"], "pareto.method: ols sweeps two objectives, four-room-v0 has 3; use pareto.method=grid"),
-        (["env=cartpole", "algorithm=dqn"], "env.id: CartPole-v1 has a scalar reward, so a Pareto sweep has no weights to sweep"),
-    ],
-)  # fmt: skip
+BAD_PARETO = [
+    (["pareto.num_weights=0"], "pareto.num_weights: got 0 (int), too small; set an integer >= 2"),
+    (["pareto.num_weights=1"], "pareto.num_weights: got 1 (int), too small; set an integer >= 2"),
+    (["pareto.method=ols", "pareto.max_jobs=1"], "pareto.max_jobs: got 1 (int), too small"),
+    (["pareto.w0_range=[0.2,1.5]"], "pareto.w0_range: got [0.2, 1.5] (list): item 1 (1.5) too"),
+    (["pareto.method=ols", "pareto.w0_range=[0.8,0.2]"], "pareto.w0_range: [0.8, 0.2] is empty"),
+    (["pareto.method=foo"], "pareto.method: got 'foo' (str), not one of the options; set one"),
+    (
+        ["env=four_room", "algorithm=dqn", "pareto.method=ols"],
+        "pareto.method: ols sweeps two objectives, four-room-v0 has 3; use pareto.method=grid",
+    ),
+    (
+        ["env=cartpole", "algorithm=dqn"],
+        "env.id: CartPole-v1 has a scalar reward, so a Pareto sweep has no weights to sweep",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), BAD_PARETO)
 def test_bad_pareto_settings_are_one_line_before_any_job(
     overrides: list[str], message: str, tmp_path: Path
 ) -> None:

@@ -95,7 +95,7 @@ def _sweep_job(cfg: DictConfig) -> float | None:
 
     from hydra.core.hydra_config import HydraConfig
 
-    from xdrl.sweep import mark_interrupted, note_job_status, sweep_interrupted
+    from xdrl.sweep_stop import mark_interrupted, note_job_status, sweep_interrupted
 
     sweep_dir = str(HydraConfig.get().sweep.dir)
     if sweep_interrupted(sweep_dir):
@@ -291,7 +291,7 @@ def run_command(args: list[str]) -> None:
 
 def _exit_if_sweep_interrupted() -> None:
     """Exit 130 with one line after a sweep that Ctrl-C stopped (its table says which jobs)."""
-    sweep = sys.modules.get("xdrl.sweep")
+    sweep = sys.modules.get("xdrl.sweep_stop")
     sweep_dir = sweep.interrupted_sweep() if sweep is not None else None
     if sweep_dir is not None:
         print(

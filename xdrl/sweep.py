@@ -15,8 +15,6 @@ import logging
 import math
 import os
 import shlex
-import signal
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,102 +23,21 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from xdrl.sweep_stop import (  # SUMMARY_FILE: written by xdrl.run (which imports torch)
+    INTERRUPTED,
+    STOP_FILE,
+    SUMMARY_FILE,
+    SweepCtrlC,
+    sweep_interrupted,
+    use_loky_workers_that_ignore_ctrl_c,
+)
+
 log = logging.getLogger(__name__)
 
-SUMMARY_FILE = "summary.json"  # written by xdrl.run (not imported here: it imports torch)
 TABLE_MD = "sweep_summary.md"
 TABLE_JSON = "sweep_summary.json"
-OPTUNA_RESULTS = "optimization_results.yaml"  # written by hydra-optuna-sweeper
+OPTUNA_RESULTS = "optimization_results.yaml"  # written by hydra_plugins/xdrl_optuna
 SUBMITIT_DIR = ".submitit"
-STOP_FILE = ".interrupted"  # in the sweep dir: Ctrl-C reached the sweep; no job starts after it
-
-
-# Ctrl-C on a sweep ------------------------------------------------------------------------------
-
-
-def sweep_interrupted(sweep_dir: str | Path) -> bool:
-    """Whether Ctrl-C reached the sweep writing into ``sweep_dir`` (jobs not started skip)."""
-    return (Path(sweep_dir) / STOP_FILE).exists()
-
-
-def mark_interrupted(sweep_dir: str | Path) -> None:
-    """Note in ``sweep_dir`` that the sweep was interrupted (read by the jobs and the sweepers)."""
-    try:
-        Path(sweep_dir).mkdir(parents=True, exist_ok=True)
-        (Path(sweep_dir) / STOP_FILE).touch()
-    except OSError:
-        log.warning("Could not mark %s as interrupted", sweep_dir, exc_info=True)
-
-
-def note_job_status(run_dir: str | Path, status: str, reason: str) -> None:
-    """A ``summary.json`` for a job that trained nothing (skipped, or Ctrl-C while it was being
-    built), unless the folder already holds one from an earlier run of the command."""
-    path = Path(run_dir) / SUMMARY_FILE
-    if path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    summary = {"status": status, "total_frames": 0, "error": reason}
-    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-
-
-def ignore_ctrl_c() -> None:
-    """Loky worker initializer: an idle worker ignores SIGINT (each job handles its own); by
-    default the KeyboardInterrupt killed the idle worker, which broke joblib's pool and made it
-    kill every running job without a checkpoint."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _use_loky_workers_that_ignore_ctrl_c() -> None:
-    """Make joblib's ``loky`` backend (Hydra's joblib launcher asks for it by name) start its
-    workers with :func:`ignore_ctrl_c` as initializer."""
-    from joblib import register_parallel_backend
-    from joblib.parallel import LokyBackend
-
-    class CtrlCSafeLokyBackend(LokyBackend):
-        def configure(self, n_jobs: int = 1, parallel: Any = None, **kwargs: Any) -> int:
-            kwargs.setdefault("initializer", ignore_ctrl_c)
-            return int(super().configure(n_jobs, parallel, **kwargs))
-
-    register_parallel_backend("loky", CtrlCSafeLokyBackend)
-
-
-class _SweepCtrlC:
-    """The sweep process's SIGINT handler: the first Ctrl-C marks the sweep interrupted (the
-    running jobs, which got the same signal from the terminal, finish their iteration, checkpoint
-    and stop; no job starts after); a second aborts at once."""
-
-    def __init__(self, sweep_dir: str) -> None:
-        self.sweep_dir = sweep_dir
-        self.previous: Any = None
-        self.received = False
-
-    def install(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, self._handle)
-
-    def restore(self) -> None:
-        if self.previous is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, self.previous)
-            self.previous = None
-
-    def _handle(self, _signum: int, _frame: Any) -> None:
-        if self.received:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            raise KeyboardInterrupt
-        self.received = True
-        mark_interrupted(self.sweep_dir)
-        log.warning(
-            "Ctrl-C: running jobs stop after their iteration and checkpoint; no new job starts "
-            "(Ctrl-C again to abort at once)"
-        )
-
-
-_INTERRUPTED: list[str] = []  # sweep dirs this process saw interrupted (read by the CLI)
-
-
-def interrupted_sweep() -> str | None:
-    """The sweep dir of this process's sweep if Ctrl-C interrupted it, else None."""
-    return _INTERRUPTED[-1] if _INTERRUPTED else None
 
 
 @dataclass
@@ -366,7 +283,7 @@ class SweepSummary(Callback):
         self._wandb: dict[str, Any] | None = None
         self._command: str | None = None
         self._pending: dict[str, Any] | None = None
-        self._ctrl_c: _SweepCtrlC | None = None
+        self._ctrl_c: SweepCtrlC | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Note where the sweep writes; arm the at-exit fallback and the Ctrl-C handling."""
@@ -400,10 +317,10 @@ class SweepSummary(Callback):
         try:
             (Path(sweep_dir) / STOP_FILE).unlink(missing_ok=True)
             if "joblib" in str(OmegaConf.select(config, "hydra.launcher._target_", default="")):
-                _use_loky_workers_that_ignore_ctrl_c()
+                use_loky_workers_that_ignore_ctrl_c()
         except Exception:  # noqa: BLE001 - never break the sweep over this
             log.warning("sweep: could not set up the Ctrl-C handling", exc_info=True)
-        self._ctrl_c = _SweepCtrlC(sweep_dir)
+        self._ctrl_c = SweepCtrlC(sweep_dir)
         self._ctrl_c.install()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -422,7 +339,7 @@ class SweepSummary(Callback):
         if self._ctrl_c is not None:
             self._ctrl_c.restore()
         if sweep_interrupted(pending["sweep_dir"]):
-            _INTERRUPTED.append(str(pending["sweep_dir"]))
+            INTERRUPTED.append(str(pending["sweep_dir"]))
             note = (
                 "The sweep was interrupted (Ctrl-C): running jobs stopped at a checkpoint, later "
                 "jobs did not start; run the same command (same hydra.sweep.dir) to continue."

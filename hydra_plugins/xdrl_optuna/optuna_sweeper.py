@@ -42,10 +42,10 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from xdrl.errors import ConfigError
+from xdrl.sweep import OPTUNA_RESULTS  # the sweep table reads it back
 
 log = logging.getLogger(__name__)
 
-RESULTS_FILE = "optimization_results.yaml"
 STUDY_FILE = "optuna.db"
 
 
@@ -342,7 +342,7 @@ def _finished(study: Any) -> int:
 
 
 def _interrupted(sweep_dir: Path) -> bool:
-    from xdrl.sweep import sweep_interrupted
+    from xdrl.sweep_stop import sweep_interrupted
 
     return sweep_interrupted(sweep_dir)
 
@@ -369,7 +369,7 @@ def _write_results(study: Any, sweep_dir: Path) -> None:
         "best_value": float(best.value) if best is not None else None,
         "trials": counts,
     }
-    path = sweep_dir / RESULTS_FILE
+    path = sweep_dir / OPTUNA_RESULTS
     tmp = path.with_name(path.name + ".tmp")
     OmegaConf.save(OmegaConf.create(results), tmp)
     os.replace(tmp, path)

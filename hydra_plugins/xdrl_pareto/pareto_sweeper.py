@@ -67,7 +67,7 @@ class ParetoSweeper(Sweeper):
     # Launching ---------------------------------------------------------------------------------
 
     def _launch(self, jobs: list[list[str]]) -> list[JobReturn]:
-        from xdrl.sweep import sweep_interrupted
+        from xdrl.sweep_stop import sweep_interrupted
 
         assert self.config is not None
         size = self.max_batch_size or len(jobs)

@@ -113,12 +113,14 @@ def samples_to_check(dist: Any) -> list[Any]:
 
 
 def check_space(config: DictConfig, space: dict[str, Any], spec: dict[str, str]) -> None:
-    """Each dimension against the config check: the run config with the key set to a sample.
+    """Each dimension against the config check: the run config with the key set to a sample
+    (the config without the search is checked first, so an error is the sample's).
 
     No valid sample: a :class:`ConfigError`; some invalid: one warning (those trials fail)."""
     from xdrl.config_check import check_config
 
     base = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
+    check_config(copy.deepcopy(base))  # what every trial shares: its own error, if any
     for key, dist in space.items():
         errors: list[str] = []
         samples = samples_to_check(dist)

@@ -111,9 +111,12 @@ def reward_dim(env_id: str, weights: Any) -> int:
 
 
 def check_sweep(config: DictConfig) -> tuple[ParetoSettings, int]:
-    """Everything a Pareto sweep of ``config`` needs, checked before any job: the settings,
-    a multi-objective env, and ``ols`` only with two objectives. Returns the settings and the
-    number of objectives."""
+    """Everything a Pareto sweep of ``config`` needs, checked before any job: the run config
+    every job shares, the settings, a multi-objective env, and ``ols`` only with two objectives.
+    Returns the settings and the number of objectives."""
+    from xdrl.config_check import check_config
+
+    check_config(OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"]))
     settings = checked_settings(config.pareto)
     dim = reward_dim(str(config.env.id), config.env.reward_weights)
     if settings.method == "ols" and dim != 2:

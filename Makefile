@@ -16,6 +16,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip uninstall --quiet --yes hydra-optuna-sweeper  # replaced by hydra_plugins/xdrl_optuna; its configs shadow ours
 	touch $(STAMP)
 
 ## Run the default job (PPO on CartPole); pass overrides with ARGS="experiment=cartpole_ppo seed=1".

@@ -328,3 +328,59 @@ def test_a_weight_vector_of_the_wrong_length_fails_its_job_and_the_sweep_reports
     table = json.loads((sweep_dir / "sweep_summary.json").read_text())
     (failed,) = [job for job in table["jobs"] if job["status"] == "failed"]
     assert "has 2 objectives but 3 weights were given" in failed["error"]  # the one-line reason
+
+
+BAD_PARETO = [
+    (["pareto.num_weights=0"], "pareto.num_weights: got 0 (int), too small; set an integer >= 2"),
+    (["pareto.num_weights=1"], "pareto.num_weights: got 1 (int), too small; set an integer >= 2"),
+    (["pareto.method=ols", "pareto.max_jobs=1"], "pareto.max_jobs: got 1 (int), too small"),
+    (["pareto.w0_range=[0.2,1.5]"], "pareto.w0_range: got [0.2, 1.5] (list): item 1 (1.5) too"),
+    (["pareto.method=ols", "pareto.w0_range=[0.8,0.2]"], "pareto.w0_range: [0.8, 0.2] is empty"),
+    (["pareto.method=foo"], "pareto.method: got 'foo' (str), not one of the options; set one"),
+    (
+        ["env=four_room", "algorithm=dqn", "pareto.method=ols"],
+        "pareto.method: ols sweeps two objectives, four-room-v0 has 3; use pareto.method=grid",
+    ),
+    (
+        ["env=cartpole", "algorithm=dqn"],
+        "env.id: CartPole-v1 has a scalar reward, so a Pareto sweep has no weights to sweep",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), BAD_PARETO)
+def test_bad_pareto_settings_are_one_line_before_any_job(
+    overrides: list[str], message: str, tmp_path: Path
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        ["-m", "hydra/sweeper=pareto", *overrides, "seed=0,1", f"hydra.sweep.dir={sweep_dir}"],
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr == f"xdrl-train: config error: {result.stderr.split(': ', 2)[2]}"
+    assert len(result.stderr.splitlines()) == 1 and message in result.stderr
+    assert not sweep_dir.exists()  # no job, no folder
+
+
+def test_the_pareto_schema_is_the_sweeper_signature() -> None:
+    """conf/config.yaml's pareto node names the sweeper's typed function; the keys match it."""
+    import inspect
+
+    from hydra import compose, initialize_config_module
+
+    from hydra_plugins.xdrl_pareto.settings import ParetoSettings, pareto_settings
+
+    with initialize_config_module("xdrl.conf", version_base="1.3"):
+        node = compose("config").pareto
+    assert node._target_ == "hydra_plugins.xdrl_pareto.settings.pareto_settings"
+    params = inspect.signature(pareto_settings).parameters
+    assert [k for k in node if k != "_target_"] == list(params)
+    defaults = {k: v.default for k, v in params.items()}
+    assert {k: node[k] for k in params if k != "w0_range"} == {
+        k: d for k, d in defaults.items() if k != "w0_range"
+    }
+    assert list(node.w0_range) == list(defaults["w0_range"])
+    assert pareto_settings(method="ols", w0_range=[0.2, 0.8]) == ParetoSettings(
+        "ols", 11, 1.0e-3, 15, (0.2, 0.8), None
+    )

@@ -67,6 +67,8 @@ def train(cfg: DictConfig) -> float | None:
 
     try:
         check_config(cfg)  # every value, before torch is imported (multirun jobs get it here)
+        if _in_multirun():
+            return _sweep_job(cfg)
         from xdrl.process import setup_process
         from xdrl.run import run
 
@@ -82,6 +84,43 @@ def train(cfg: DictConfig) -> float | None:
         if _in_multirun():  # fail this job only; the sweep goes on and reports it
             raise RuntimeError(f"config error: {err}") from None
         raise SystemExit(2) from None
+
+
+def _sweep_job(cfg: DictConfig) -> float | None:
+    """One job of a sweep. Ctrl-C stops it as it stops a single run (the iteration finishes, a
+    checkpoint and ``summary.json`` say ``interrupted``) but the job returns, so the sweep ends
+    normally; a job that starts after the sweep was interrupted trains nothing."""
+    import signal
+    import threading
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from xdrl.sweep_stop import mark_interrupted, note_job_status, sweep_interrupted
+
+    sweep_dir = str(HydraConfig.get().sweep.dir)
+    if sweep_interrupted(sweep_dir):
+        note_job_status(cfg.run_dir, "not_started", "the sweep was interrupted before this job")
+        log.warning("Not started: the sweep was interrupted (Ctrl-C)")
+        return None
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
+    try:
+        from xdrl.process import setup_process
+        from xdrl.run import run
+
+        return run(cfg, setup_process(cfg))
+    except SystemExit as err:
+        if err.code != 128 + signal.SIGINT:  # SIGTERM / USR2: requeue as before
+            raise
+        mark_interrupted(sweep_dir)  # the run checkpointed and wrote its summary
+        return None
+    except KeyboardInterrupt:  # while it was being built (or a second Ctrl-C)
+        mark_interrupted(sweep_dir)
+        note_job_status(cfg.run_dir, "interrupted", "Ctrl-C before training started")
+        return None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _in_multirun() -> bool:
@@ -158,13 +197,16 @@ def _dotted_keys(node: object, prefix: str = "") -> list[str]:
 
 
 def _register_plugins() -> None:
-    """Register xdrl's Hydra sweeper (``hydra/sweeper=pareto``) by class: an editable install
-    hides the ``hydra_plugins`` namespace from Hydra's package scan (a wheel needs no help)."""
+    """Register xdrl's Hydra sweepers (``hydra/sweeper=pareto``, ``optuna``) by class: an
+    editable install hides the ``hydra_plugins`` namespace from Hydra's package scan (a wheel
+    needs no help)."""
     from hydra.core.plugins import Plugins
 
+    from hydra_plugins.xdrl_optuna.optuna_sweeper import OptunaSweeper
     from hydra_plugins.xdrl_pareto.pareto_sweeper import ParetoSweeper
 
     Plugins.instance().register(ParetoSweeper)
+    Plugins.instance().register(OptunaSweeper)
 
 
 def main() -> None:
@@ -234,6 +276,20 @@ def run_command(args: list[str]) -> None:
             "xdrl-train: aborted by Ctrl-C (no checkpoint written at that point)", file=sys.stderr
         )
         raise SystemExit(130) from None
+    _exit_if_sweep_interrupted()
+
+
+def _exit_if_sweep_interrupted() -> None:
+    """Exit 130 with one line after a sweep that Ctrl-C stopped (its table says which jobs)."""
+    sweep = sys.modules.get("xdrl.sweep_stop")
+    sweep_dir = sweep.interrupted_sweep() if sweep is not None else None
+    if sweep_dir is not None:
+        print(
+            f"xdrl-train: sweep interrupted in {sweep_dir}; checkpoints written; run the same "
+            f"command with hydra.sweep.dir={sweep_dir} to continue",
+            file=sys.stderr,
+        )
+        raise SystemExit(130)
 
 
 if __name__ == "__main__":

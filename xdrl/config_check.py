@@ -52,7 +52,11 @@ from xdrl.errors import ConfigError
 
 _STRICT = ConfigDict(strict=True)
 _NAMESPACE: dict[str, Any] = {  # what a signature's annotations may name (read_signature)
-    **{n: globals()[n] for n in ("Annotated", "Any", "Field", "Literal", "Sequence")},
+    "Annotated": Annotated,
+    "Any": Any,
+    "Field": Field,
+    "Literal": Literal,
+    "Sequence": Sequence,
     **{n: getattr(config_types, n) for n in config_types.RANGE_TYPES},
     **{t.__name__: t for t in (int, float, str, bool, dict, list, tuple)},
     "None": None,
@@ -69,18 +73,6 @@ SETTINGS = {
     "logging": "xdrl.settings.LoggingSettings",
     "algorithm": "xdrl.settings.AlgorithmSettings",
 }
-# Keys of groups without a settings class: type, range, and an example for the fix.
-_OPT_BOOL = bool | None
-SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
-    "pareto": {
-        "method": (Literal["grid", "ols"], "ols"),
-        "num_weights": (Annotated[int, Field(ge=2)], 11),
-        "tolerance": (NonNegativeFloat, 1.0e-3),
-        "max_jobs": (Annotated[int, Field(ge=2)], 15),
-        "w0_range": (Annotated[list[Fraction], Field(min_length=2, max_length=2)], "[0.0, 1.0]"),
-        "report_dir": (str | None, "null"),
-    },
-}
 # Optimizer keys of torch.optim classes that have a range; others go to the class unchecked.
 OPTIMIZER_KEYS: dict[str, tuple[Any, Any]] = {
     "lr": (PositiveFloat, 3.0e-4),
@@ -92,8 +84,8 @@ OPTIMIZER_KEYS: dict[str, tuple[Any, Any]] = {
         Annotated[list[Annotated[float, Field(ge=0, lt=1)]], Field(min_length=2, max_length=2)],
         "[0.9, 0.999]",
     ),
-    "fused": (_OPT_BOOL, "true"),
-    "foreach": (_OPT_BOOL, "null"),
+    "fused": (bool | None, "true"),
+    "foreach": (bool | None, "null"),
     "amsgrad": (bool, "false"),
     "nesterov": (bool, "false"),
     "centered": (bool, "false"),
@@ -120,11 +112,8 @@ def check_config(cfg: DictConfig) -> None:
     """
     for key in _missing(cfg):
         raise ConfigError(key, f"required but not set (???); set {key}=<value>")
-    for group in ("", "pareto", "eval", "checkpoint", "logging", "algorithm"):
-        if group in SCHEMA:
-            _check_group(cfg, group, SCHEMA[group], closed=True)
-        elif group in SETTINGS:
-            _check_group(cfg, group, _settings_schema(cfg, group), closed=True)
+    for group in SETTINGS:
+        _check_group(cfg, group, _settings_schema(cfg, group), closed=True)
     _check_group(cfg, "algorithm.optimizer", OPTIMIZER_KEYS, closed=False)
     _check_target(cfg, "env")
     check_env(
@@ -134,6 +123,7 @@ def check_config(cfg: DictConfig) -> None:
         _value(cfg, "env.reward_weights"),
     )
     _check_target(cfg, "algorithm.build")
+    _check_target(cfg, "pareto")  # hydra_plugins.xdrl_pareto.settings.pareto_settings
     _check_sizes(cfg)
     _check_budget(cfg)
     _check_objective(cfg)

@@ -23,12 +23,19 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from xdrl.files import SUMMARY_FILE, write_atomically
+from xdrl.sweep_stop import (
+    INTERRUPTED,
+    STOP_FILE,
+    SweepCtrlC,
+    sweep_interrupted,
+    use_loky_workers_that_ignore_ctrl_c,
+)
 
 log = logging.getLogger(__name__)
 
 TABLE_MD = "sweep_summary.md"
 TABLE_JSON = "sweep_summary.json"
-OPTUNA_RESULTS = "optimization_results.yaml"  # written by hydra-optuna-sweeper
+OPTUNA_RESULTS = "optimization_results.yaml"  # written by hydra_plugins/xdrl_optuna
 SUBMITIT_DIR = ".submitit"
 
 
@@ -215,6 +222,10 @@ def format_table(data: SweepSummaryData) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     completed = sum(job.status == "completed" for job in data.jobs)
     lines += ["", f"{completed}/{len(data.jobs)} jobs completed in {data.sweep_dir}"]
+    stopped = sum(job.status == "interrupted" for job in data.jobs)
+    skipped = sum(job.status == "not_started" for job in data.jobs)
+    if stopped or skipped:
+        lines.append(f"{stopped} interrupted at a checkpoint, {skipped} not started")
     if data.unaccounted_submissions:
         lines.append(
             f"{data.unaccounted_submissions} submitted job(s) left no job folder: see "
@@ -269,9 +280,11 @@ class SweepSummary(Callback):
         self._wandb: dict[str, Any] | None = None
         self._command: str | None = None
         self._pending: dict[str, Any] | None = None
+        self._ctrl_c: SweepCtrlC | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Note where the sweep writes; arm the at-exit fallback."""
+        """Note where the sweep writes; arm the at-exit fallback and the Ctrl-C handling."""
+        self._handle_ctrl_c(config)
         try:
             task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
             self._pending = {
@@ -295,6 +308,18 @@ class SweepSummary(Callback):
             return
         atexit.register(self._at_exit)
 
+    def _handle_ctrl_c(self, config: DictConfig) -> None:
+        """A re-run continues: forget an earlier Ctrl-C; catch this sweep's."""
+        sweep_dir = str(config.hydra.sweep.dir)
+        try:
+            (Path(sweep_dir) / STOP_FILE).unlink(missing_ok=True)
+            if "joblib" in str(OmegaConf.select(config, "hydra.launcher._target_", default="")):
+                use_loky_workers_that_ignore_ctrl_c()
+        except Exception:  # noqa: BLE001 - never break the sweep over this
+            log.warning("sweep: could not set up the Ctrl-C handling", exc_info=True)
+        self._ctrl_c = SweepCtrlC(sweep_dir)
+        self._ctrl_c.install()
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Write and print the table."""
         pending, self._pending = self._pending, None
@@ -303,10 +328,19 @@ class SweepSummary(Callback):
 
     def _at_exit(self) -> None:
         pending, self._pending = self._pending, None
-        if pending is not None:
+        if pending is not None and find_job_dirs(Path(pending["sweep_dir"])):  # none: stopped
+            # before any job (a config error): nothing to tabulate, no folder to make
             self._report(pending, note="The sweep stopped early (a job failed or was interrupted).")
 
     def _report(self, pending: dict[str, Any], note: str | None) -> None:
+        if self._ctrl_c is not None:
+            self._ctrl_c.restore()
+        if sweep_interrupted(pending["sweep_dir"]):
+            INTERRUPTED.append(str(pending["sweep_dir"]))
+            note = (
+                "The sweep was interrupted (Ctrl-C): running jobs stopped at a checkpoint, later "
+                "jobs did not start; run the same command (same hydra.sweep.dir) to continue."
+            )
         try:
             data = summarize_sweep(**pending)
             data.note = note
@@ -317,7 +351,7 @@ class SweepSummary(Callback):
         if self.print_table:
             print(f"\nSweep summary ({md.name}, {js.name}):\n{format_table(data)}", flush=True)
         log.info("Sweep summary written to %s", md)
-        if self.report:
+        if self.report and not sweep_interrupted(data.sweep_dir):  # the re-run reports
             from xdrl.report.sweep import sweep_report
 
             sweep_report(

@@ -13,6 +13,7 @@ Each job is an ordinary xdrl run with ``env.reward_weights=[...]``; the launchin
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,20 +34,6 @@ WEIGHTS_KEY = "env.reward_weights"
 def weights_override(weights: Sequence[float]) -> str:
     """``env.reward_weights=[0.25,0.75]`` (6 decimals, as the report groups them)."""
     return f"{WEIGHTS_KEY}=[{','.join(repr(round(float(w), 6)) for w in weights)}]"
-
-
-def _reward_dim(config: DictConfig) -> int:
-    """Objectives of the sweep's env: its weights' length, else MO-Gymnasium's reward space."""
-    weights = config.env.reward_weights
-    if weights is not None:
-        return len(weights)
-    import mo_gymnasium
-
-    env = mo_gymnasium.make(config.env.id)
-    try:
-        return int(env.unwrapped.reward_space.shape[0])  # type: ignore[attr-defined]
-    finally:
-        env.close()
 
 
 class ParetoSweeper(Sweeper):
@@ -80,9 +67,14 @@ class ParetoSweeper(Sweeper):
     # Launching ---------------------------------------------------------------------------------
 
     def _launch(self, jobs: list[list[str]]) -> list[JobReturn]:
+        from xdrl.sweep_stop import sweep_interrupted
+
+        assert self.config is not None
         size = self.max_batch_size or len(jobs)
         returns: list[JobReturn] = []
         for start in range(0, len(jobs), size):
+            if sweep_interrupted(self.config.hydra.sweep.dir):  # Ctrl-C: no further job
+                break
             batch = jobs[start : start + size]
             results = list(self.launcher.launch(batch, initial_job_idx=self.job_idx))
             self.job_idx += len(batch)
@@ -92,7 +84,15 @@ class ParetoSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.hydra_context is not None
-        settings = self.config.pareto
+        from xdrl.errors import ConfigError
+
+        from .settings import check_sweep
+
+        try:  # before any job or folder: one line, exit 2
+            settings, dim = check_sweep(self.config)
+        except ConfigError as err:
+            print(f"xdrl-train: config error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -102,7 +102,6 @@ class ParetoSweeper(Sweeper):
         given = [o for o in parsed if o.get_key_element().lstrip("+") == WEIGHTS_KEY]
         others = [o for o in parsed if o not in given]
         combos = BasicSweeper.split_arguments(others, None)[0] if others else [[]]
-        dim = _reward_dim(self.config)
 
         if given:
             values = (
@@ -115,19 +114,11 @@ class ParetoSweeper(Sweeper):
         elif settings.method == "grid":
             from xdrl.pareto.weights import simplex_weights
 
-            self._run_weights(simplex_weights(int(settings.num_weights), dim), combos)
-        elif settings.method == "ols":
-            if dim != 2:
-                raise ValueError(
-                    f"pareto.method: ols supports 2 objectives here, {self.config.env.id} has "
-                    f"{dim}; use pareto.method=grid"
-                )
-            w0_range = (float(settings.w0_range[0]), float(settings.w0_range[1]))
-            self._run_ols(
-                combos, sweep_dir, float(settings.tolerance), int(settings.max_jobs), w0_range
-            )
+            self._run_weights(simplex_weights(settings.num_weights, dim), combos)
         else:
-            raise ValueError(f"pareto.method: must be 'grid' or 'ols', got {settings.method!r}")
+            self._run_ols(
+                combos, sweep_dir, settings.tolerance, settings.max_jobs, settings.w0_range
+            )
         self._report(sweep_dir, settings.report_dir)
         if self.failed:
             first = self.failed[0]

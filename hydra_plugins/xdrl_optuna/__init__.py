@@ -1,0 +1,1 @@
+"""xdrl's Hydra sweeper plugin for Optuna searches (``hydra/sweeper=optuna``)."""

@@ -1,0 +1,386 @@
+"""The ``optuna`` sweeper: a hyperparameter search on current Optuna through any Hydra launcher.
+
+Each trial is an ordinary xdrl run (``cfg.objective`` is its value). What it adds to Optuna's
+ask-and-tell loop:
+
+- the search space is written in Hydra's sweep syntax, in ``hydra.sweeper.params`` or on the
+  command line: ``choice(a,b)``, ``range(lo,hi[,step])`` (``hi`` excluded),
+  ``interval(lo,hi)``, ``tag(log, interval(lo,hi))``, ``tag(int, interval(lo,hi))``;
+- every dimension is checked against the key's schema before the first trial: reversed or empty
+  bounds, or a space with no valid value, are one line (exit 2); a space that can sample an
+  invalid value is said once, and a trial that samples one fails alone with its reason;
+- the study lives in SQLite under the sweep dir (``optuna.db``), so the same command continues
+  it: finished trials count toward ``n_trials``, and trials left running (Ctrl-C, a killed
+  sweep) run again in their own job folders, which resume from their checkpoints;
+- the best trial so far is written to ``<sweep dir>/optimization_results.yaml`` after each batch.
+
+Loaded by Hydra at start-up: Optuna is imported only when the sweep starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import (
+    ChoiceSweep,
+    IntervalSweep,
+    Override,
+    RangeSweep,
+)
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from xdrl.errors import ConfigError
+from xdrl.sweep import OPTUNA_RESULTS  # the sweep table reads it back
+
+log = logging.getLogger(__name__)
+
+STUDY_FILE = "optuna.db"
+
+
+def distribution(key: str, override: Override) -> Any:
+    """The Optuna distribution of one sweep override (``interval(0.1,0.3)`` -> Float(0.1, 0.3))."""
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    sweep = override.value()
+    text = _text(override)
+    if isinstance(sweep, ChoiceSweep):
+        if not sweep.list:
+            raise ConfigError(key, f"{text} is empty; list at least one value")
+        return CategoricalDistribution([_plain(v) for v in sweep.list])
+    if isinstance(sweep, RangeSweep):
+        start, stop, step = sweep.start, sweep.stop, sweep.step
+        values: list[Any] = list(override.sweep_iterator())
+        if not values or step == 0:
+            raise ConfigError(
+                key, f"{text} is empty or reversed; write range(low, high) with low < high"
+            )
+        if all(isinstance(v, int) for v in (start, stop, step)):
+            return IntDistribution(int(min(values)), int(max(values)), step=abs(int(step)))
+        return CategoricalDistribution([float(v) for v in values])
+    if isinstance(sweep, IntervalSweep):
+        low, high = float(sweep.start or 0.0), float(sweep.end or 0.0)
+        if not low < high:
+            raise ConfigError(
+                key,
+                f"{text} is empty or reversed (low >= high); write interval({min(low, high)}, "
+                f"{max(low, high)})",
+            )
+        log_scale = "log" in sweep.tags
+        if log_scale and low <= 0:
+            raise ConfigError(key, f"{text}: a log scale needs low > 0; raise the lower bound")
+        if "int" in sweep.tags:
+            return IntDistribution(math.ceil(low), math.floor(high), log=log_scale)
+        return FloatDistribution(low, high, log=log_scale)
+    raise ConfigError(key, f"{text} is not a search dimension; use choice, range or interval")
+
+
+def _text(override: Override) -> str:
+    """The override's value as written (``interval(0.1, 0.3)``)."""
+    return (override.input_line or "").split("=", 1)[-1].strip()
+
+
+def _plain(value: Any) -> Any:
+    return value if value is None or isinstance(value, bool | int | float | str) else str(value)
+
+
+def samples_to_check(dist: Any) -> list[Any]:
+    """The values of a dimension the pre-check tries: each choice, or both ends and the middle."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if isinstance(dist, CategoricalDistribution):
+        return list(dist.choices)
+    middle = (dist.low + dist.high) / 2
+    if isinstance(dist, IntDistribution):
+        steps = (int(middle) - dist.low) // dist.step
+        return sorted({dist.low, dist.low + steps * dist.step, dist.high})
+    return [dist.low, middle, dist.high] if not dist.log else [dist.low, dist.high]
+
+
+def check_space(config: DictConfig, space: dict[str, Any], spec: dict[str, str]) -> None:
+    """Each dimension against the config check: the run config with the key set to a sample
+    (the config without the search is checked first, so an error is the sample's).
+
+    No valid sample: a :class:`ConfigError`; some invalid: one warning (those trials fail)."""
+    from xdrl.config_check import check_config
+
+    base = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
+    check_config(copy.deepcopy(base))  # what every trial shares: its own error, if any
+    for key, dist in space.items():
+        errors: list[str] = []
+        samples = samples_to_check(dist)
+        for value in samples:
+            trial_cfg = copy.deepcopy(base)
+            with open_dict(trial_cfg):
+                OmegaConf.update(trial_cfg, key, value, force_add=True)
+            try:
+                check_config(trial_cfg)
+            except ConfigError as err:
+                errors.append(err.message if err.key == key else str(err))
+        if len(errors) == len(samples):
+            raise ConfigError(key, f"{spec[key]} holds no valid value ({errors[0]})")
+        if errors:
+            log.warning(
+                "%s: %s can sample invalid values (%s); trials that do fail alone",
+                key,
+                spec[key],
+                errors[0],
+            )
+
+
+class OptunaSweeper(Sweeper):
+    """Hydra sweeper running an Optuna study (ask and tell) whose trials are xdrl runs.
+
+    Args:
+        sampler: an Optuna sampler config (``_target_: optuna.samplers.TPESampler``, ...).
+        direction: ``maximize`` or ``minimize`` the trials' ``objective``.
+        study_name: the study's name in the storage (None: the job name).
+        storage: an Optuna storage URL (None: ``sqlite:///<sweep dir>/optuna.db``).
+        n_trials: finished trials the study should hold in all (a re-run counts earlier ones).
+        n_jobs: trials launched at once (the launcher decides where they run).
+        params: the search space, ``{key: "interval(0.1, 0.3)"}`` (command-line sweeps add to it).
+
+    Example::
+
+        xdrl-train -m hparams_search=ppo_cartpole hydra.sweeper.n_trials=40
+    """
+
+    def __init__(
+        self,
+        sampler: Any = None,
+        direction: str = "maximize",
+        study_name: str | None = None,
+        storage: str | None = None,
+        n_trials: int = 20,
+        n_jobs: int = 1,
+        params: dict[str, str] | None = None,
+    ) -> None:
+        self.sampler_config = sampler
+        self.direction = direction
+        self.study_name = study_name
+        self.storage = storage
+        self.n_trials = n_trials
+        self.n_jobs = n_jobs
+        self.params = dict(params or {})
+        self.config: DictConfig | None = None
+        self.launcher: Any = None
+        self.hydra_context: HydraContext | None = None
+
+    def setup(
+        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    # The search space -----------------------------------------------------------------------
+
+    def _space(self, arguments: list[str]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+        """The distributions, their source text, and the overrides every trial gets."""
+        assert self.hydra_context is not None and self.config is not None
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        searched = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()])
+        given = parser.parse_overrides(arguments)
+        overrides = {o.get_key_element(): o for o in searched}
+        overrides.update({o.get_key_element(): o for o in given if o.is_sweep_override()})
+        fixed = [  # a searched key is the search's, whatever else sets it
+            o.input_line
+            for o in given
+            if not o.is_sweep_override() and o.get_key_element() not in overrides
+        ]
+        if not overrides:
+            raise ConfigError("hydra.sweeper.params", "no search space; add key: interval(a,b)")
+        space = {key: distribution(key, o) for key, o in overrides.items()}
+        spec = {key: _text(o) for key, o in overrides.items()}
+        check_space(self.config, space, spec)
+        return space, spec, [str(f) for f in fixed]
+
+    # The study ------------------------------------------------------------------------------
+
+    def sweep(self, arguments: list[str]) -> None:
+        assert self.config is not None
+        try:  # before any trial or folder: one line, exit 2
+            space, _, fixed = self._space(arguments)
+            if self.direction not in ("maximize", "minimize"):
+                raise ConfigError(
+                    "hydra.sweeper.direction", f"got {self.direction!r}; set maximize or minimize"
+                )
+            if self.n_trials < 1 or self.n_jobs < 1:
+                raise ConfigError(
+                    "hydra.sweeper.n_trials", "n_trials and n_jobs must be >= 1; set e.g. 20 and 1"
+                )
+        except ConfigError as err:
+            print(f"xdrl-train: config error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        study = self._study(sweep_dir)
+        self._run(study, space, fixed, sweep_dir)
+        _log_best(study)
+
+    def _study(self, sweep_dir: Path) -> Any:
+        import optuna
+        from hydra.utils import instantiate
+
+        assert self.config is not None
+        storage = self.storage or f"sqlite:///{(sweep_dir / STUDY_FILE).resolve()}"
+        name = self.study_name or str(self.config.hydra.job.name)
+        sampler = self.sampler_config  # Hydra instantiates it with the sweeper, recursively
+        if isinstance(sampler, DictConfig | dict):
+            sampler = instantiate(sampler)
+        study = optuna.create_study(
+            study_name=name,
+            storage=storage,
+            sampler=sampler,
+            direction=self.direction,  # type: ignore[arg-type]  # checked in sweep()
+            load_if_exists=True,
+        )
+        finished = _finished(study)
+        if finished:
+            log.info("Study %s in %s: %d trials already finished", name, storage, finished)
+        return study
+
+    def _run(self, study: Any, space: dict[str, Any], fixed: list[str], sweep_dir: Path) -> None:
+        """Trials left running by an earlier command first (their folders resume), then new ones
+        in batches of ``n_jobs``, until ``n_trials`` are finished or the sweep is interrupted."""
+        from optuna.trial import Trial, TrialState
+
+        stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        for frozen in stale:
+            trial = Trial(study, frozen._trial_id)  # the running trial, to tell and annotate
+            log.info("Trial %d was left running: running it again in its folder", trial.number)
+            self._launch(study, [trial], fixed, sweep_dir)
+            if _interrupted(sweep_dir):
+                return
+        while _finished(study) < self.n_trials and not _interrupted(sweep_dir):
+            size = min(self.n_jobs, self.n_trials - _finished(study))
+            self._launch(study, [study.ask(space) for _ in range(size)], fixed, sweep_dir)
+
+    def _launch(self, study: Any, trials: list[Any], fixed: list[str], sweep_dir: Path) -> None:
+        for start, group in _consecutive(trials):
+            jobs = [[*fixed, *(f"{k}={_show(v)}" for k, v in t.params.items())] for t in group]
+            returns = self.launcher.launch(jobs, initial_job_idx=start)
+            for trial, ret in zip(group, returns, strict=True):
+                _tell(study, trial, ret)
+        _write_results(study, sweep_dir)
+
+
+def _show(value: Any) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _consecutive(trials: Sequence[Any]) -> Iterator[tuple[int, list[Any]]]:
+    """Trials in runs of consecutive numbers (a launch numbers its jobs from one index)."""
+    group: list[Any] = []
+    for trial in trials:
+        if group and trial.number != group[-1].number + 1:
+            yield group[0].number, group
+            group = []
+        group.append(trial)
+    if group:
+        yield group[0].number, group
+
+
+def _tell(study: Any, trial: Any, ret: JobReturn) -> None:
+    """Finish ``trial`` from its job: its value, or FAIL with a one-line reason. A trial whose
+    run was interrupted (Ctrl-C, SIGTERM) stays running: the same command continues it."""
+    from optuna.trial import TrialState
+
+    status = _run_status(ret)
+    if status in ("interrupted", "stopped"):
+        log.info("Trial %d was %s: the same command continues it", trial.number, status)
+        return
+    if ret.status == JobStatus.FAILED:
+        reason = _one_line(ret._return_value)
+    elif not isinstance(ret.return_value, int | float) or math.isnan(ret.return_value):
+        reason = f"the run returned no objective (got {ret.return_value!r}); see its summary.json"
+    else:
+        study.tell(trial.number, float(ret.return_value))
+        return
+    trial.set_user_attr("error", reason)
+    study.tell(trial.number, state=TrialState.FAIL)
+    log.warning("Trial %d failed: %s", trial.number, reason)
+
+
+def _run_status(ret: JobReturn) -> str | None:
+    """The ``status`` of the job's summary.json, if it wrote one."""
+    import json
+
+    try:
+        out = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))  # type: ignore[union-attr]
+        return str(json.loads((out / "summary.json").read_text()).get("status"))
+    except Exception:  # noqa: BLE001 - no summary: the job's JobReturn decides
+        return None
+
+
+def _one_line(err: Any) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
+def _finished(study: Any) -> int:
+    from optuna.trial import TrialState
+
+    done = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+    return len(study.get_trials(deepcopy=False, states=done))
+
+
+def _interrupted(sweep_dir: Path) -> bool:
+    from xdrl.sweep_stop import sweep_interrupted
+
+    return sweep_interrupted(sweep_dir)
+
+
+def _best(study: Any) -> Any:
+    from optuna.trial import TrialState
+
+    return study.best_trial if study.get_trials(states=(TrialState.COMPLETE,)) else None
+
+
+def _write_results(study: Any, sweep_dir: Path) -> None:
+    """``optimization_results.yaml``: the best trial so far and the trial counts (atomic)."""
+    from optuna.trial import TrialState
+
+    best = _best(study)
+    counts = {
+        state.name.lower(): len(study.get_trials(deepcopy=False, states=(state,)))
+        for state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING)
+    }
+    results = {
+        "name": study.study_name,
+        "best_trial": best.number if best is not None else None,
+        "best_params": dict(best.params) if best is not None else None,
+        "best_value": float(best.value) if best is not None else None,
+        "trials": counts,
+    }
+    path = sweep_dir / OPTUNA_RESULTS
+    tmp = path.with_name(path.name + ".tmp")
+    OmegaConf.save(OmegaConf.create(results), tmp)
+    os.replace(tmp, path)
+
+
+def _log_best(study: Any) -> None:
+    best = _best(study)
+    if best is None:
+        log.warning("No trial finished with a value; see the sweep table")
+        return
+    log.info("Best parameters: %s", dict(best.params))
+    log.info("Best value: %s (trial %d)", best.value, best.number)

@@ -32,7 +32,6 @@ log = logging.getLogger(__name__)
 CHECKPOINT_DIR = "checkpoints"
 CHECKSUMS_FILE = "checksums.json"
 CONFIG_FILE = "config.yaml"
-HISTORY_DIR = Path(".hydra") / "history"
 NEVER = "never"
 _CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
 
@@ -211,17 +210,38 @@ def resume_candidates(resume: str | None, run_dir: str) -> list[Path]:
     return found[::-1]
 
 
+# What stays in a run dir that ``resume=never`` empties: earlier generations and the lock.
+_KEPT_IN_PLACE = ("superseded", ".xdrl-run.lock")
+
+
 def set_aside_previous_output(run_dir: Path) -> None:
-    """``resume=never``: move a run dir's checkpoints, logs and W&B files to ``superseded/<n>/``."""
-    names = ("checkpoints", "logs", "wandb", "wandb-last-step.txt", "summary.json")
-    present = [run_dir / n for n in names if (run_dir / n).exists()]
+    """``resume=never``: move the whole earlier run (``.hydra/``, checkpoints, logs, W&B files,
+    ``summary.json``, ``evaluations.jsonl``, log file, videos, ...) to ``superseded/<n>/``, a
+    run dir of its own (``xdrl-report <run_dir>/superseded`` reads it); log files this process
+    has open are reopened at their old path, so the new run logs into a file of its own."""
+    present = sorted(p for p in run_dir.iterdir() if p.name not in _KEPT_IN_PLACE)
     if not present:
         return
-    aside = run_dir / "superseded" / str(len(list((run_dir / "superseded").glob("*"))) + 1)
+    superseded = run_dir / "superseded"
+    taken = [int(p.name) for p in superseded.glob("*") if p.name.isdigit()]
+    aside = superseded / str(max(taken, default=0) + 1)
     aside.mkdir(parents=True)
     for path in present:
         shutil.move(str(path), aside / path.name)
-    log.info("resume=never: moved the earlier output of %s to %s", run_dir, aside)
+    _reopen_log_files(run_dir)
+    log.info("resume=never: moved the earlier run in %s to %s", run_dir, aside)
+
+
+def _reopen_log_files(run_dir: Path) -> None:
+    """Point the root logger's file handlers writing into ``run_dir`` at a new file there."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == (
+            run_dir.resolve()
+        ):
+            fresh = open(handler.baseFilename, "a", encoding=handler.encoding)  # noqa: SIM115
+            old = handler.setStream(fresh)
+            if old is not None:
+                old.close()
 
 
 def resumed_run_dir(candidate: Path) -> Path:
@@ -249,11 +269,39 @@ def config_changes(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str
     }
 
 
-def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> None:
-    """Refuse a resume whose config changed what shapes the model, optimizer or env; log any
-    other change and keep the config the checkpoint was written under in ``.hydra/history``."""
-    saved = yaml.safe_load((candidate / CONFIG_FILE).read_text()) or {}
-    changes = config_changes(saved, config)
+class RunComplete(Exception):
+    """The checkpoint to resume from holds the whole frame budget: nothing is left to train.
+
+    Args:
+        checkpoint: the checkpoint.
+        frames: the frames it was written at.
+    """
+
+    def __init__(self, checkpoint: Path, frames: int) -> None:
+        super().__init__(f"{checkpoint} holds {frames} frames")
+        self.checkpoint = checkpoint
+        self.frames = frames
+
+
+def check_before_resume(
+    candidates: list[Path], config: Mapping[str, Any], total_frames: int
+) -> None:
+    """Before anything is built or written: refuse a resume whose config changed what shapes
+    the model (against the newest checkpoint with a readable config; :func:`restore` judges a
+    damaged one), and raise :class:`RunComplete` when that checkpoint has the whole budget."""
+    for candidate in candidates:
+        try:
+            saved = yaml.safe_load((candidate / CONFIG_FILE).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        _refuse_shaping_changes(candidate, config_changes(saved, config))
+        match = _CHECKPOINT_NAME.fullmatch(candidate.name)
+        if match is not None and int(match[1]) >= total_frames:
+            raise RunComplete(candidate, int(match[1]))
+        return
+
+
+def _refuse_shaping_changes(candidate: Path, changes: dict[str, tuple[Any, Any]]) -> None:
     shaping = [k for k in changes if k.startswith(SHAPING_PREFIXES)]
     if shaping:
         diff = ", ".join(f"{k} {changes[k][0]!r} -> {changes[k][1]!r}" for k in shaping)
@@ -263,17 +311,21 @@ def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> N
             "to start afresh pass resume=never (earlier output moves to superseded/) or "
             "another hydra.run.dir",
         )
-    if not changes:
-        return
-    history = Path(run_dir) / HISTORY_DIR
-    history.mkdir(parents=True, exist_ok=True)
-    kept = history / f"{len(list(history.glob('*-config.yaml'))) + 1}-config.yaml"
-    kept.write_text(yaml.safe_dump(saved))
-    log.warning(
-        "Resuming with a changed config (%s); the previous config is kept in %s",
-        ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items()),
-        kept,
-    )
+
+
+def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> None:
+    """Refuse a resume whose config changed what shapes the model, optimizer or env; log any
+    other change (the CLI keeps the run's earlier ``.hydra/`` config in ``.hydra/history`` once
+    the resume is accepted: :mod:`xdrl.job_record`)."""
+    saved = yaml.safe_load((candidate / CONFIG_FILE).read_text()) or {}
+    changes = config_changes(saved, config)
+    _refuse_shaping_changes(candidate, changes)
+    if changes:
+        log.warning(
+            "Resuming %s with a changed config (%s)",
+            run_dir,
+            ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items()),
+        )
 
 
 def restore(

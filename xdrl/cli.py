@@ -5,13 +5,17 @@ Nothing heavy is imported at module level, so ``--help`` and ``--cfg job`` retur
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from importlib.resources import files
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+if TYPE_CHECKING:
+    from xdrl.job_record import JobRecord
 
 log = logging.getLogger("xdrl")
 
@@ -64,13 +68,18 @@ def train(cfg: DictConfig) -> float | None:
     """Train one run; returns the configured objective for sweepers (e.g. Optuna)."""
     from xdrl.config_check import check_config
     from xdrl.errors import ConfigError, RunError
+    from xdrl.job_record import JobRecord
 
+    record = JobRecord.of_current_job(cfg)  # .hydra/: now into a new dir, else once accepted
     try:
+        if record is not None:
+            _write_record(record, only_if_absent=True)
         check_config(cfg)  # every value, before torch is imported (multirun jobs get it here)
         from xdrl.process import setup_process
         from xdrl.run import run
 
-        return run(cfg, setup_process(cfg))
+        accept = None if record is None else lambda: _write_record(record, only_if_absent=False)
+        return run(cfg, setup_process(cfg), accept=accept)
     except RunError as err:  # the traceback is in the run's log
         print(f"xdrl-train: error: {err}", file=sys.stderr)
         if _in_multirun():
@@ -82,6 +91,21 @@ def train(cfg: DictConfig) -> float | None:
         if _in_multirun():  # fail this job only; the sweep goes on and reports it
             raise RuntimeError(f"config error: {err}") from None
         raise SystemExit(2) from None
+    finally:  # resume=never moved the earlier run aside and this one failed before it trained
+        if record is not None and not record.exists():
+            with contextlib.suppress(OSError):  # the error reported above says why
+                record.write()
+
+
+def _write_record(record: JobRecord, *, only_if_absent: bool) -> None:
+    """Write the job's ``.hydra/``; an I/O error is one line (``RunError``)."""
+    from xdrl.errors import RunError
+
+    try:
+        record.write_if_absent() if only_if_absent else record.write()
+    except OSError as err:
+        where = err.filename or record.dir
+        raise RunError(f"{err.strerror or type(err).__name__}: {where}") from err
 
 
 def _log_trace_to_file(err: BaseException) -> None:

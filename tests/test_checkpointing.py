@@ -90,6 +90,7 @@ def test_resume_never_sets_earlier_output_aside_and_gets_a_new_wandb_id(tmp_path
     (tmp_path / ".hydra").mkdir()
     before = stable_run_id(str(tmp_path))
     set_aside_previous_output(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "superseded"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["superseded"]  # the whole earlier run
     assert (tmp_path / "superseded" / "1" / "checkpoints").is_dir()
+    assert (tmp_path / "superseded" / "1" / ".hydra").is_dir()
     assert stable_run_id(str(tmp_path)) != before  # W&B would otherwise drop the new steps

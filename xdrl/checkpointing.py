@@ -322,8 +322,7 @@ def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> N
     _refuse_shaping_changes(candidate, changes)
     if changes:
         log.warning(
-            "Resuming %s with a changed config (%s)",
-            run_dir,
+            "Resuming with a changed config (%s)",
             ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items()),
         )
 

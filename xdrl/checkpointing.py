@@ -288,7 +288,8 @@ def check_before_resume(
 ) -> None:
     """Before anything is built or written: refuse a resume whose config changed what shapes
     the model (against the newest checkpoint with a readable config; :func:`restore` judges a
-    damaged one), and raise :class:`RunComplete` when that checkpoint has the whole budget."""
+    damaged one), and raise :class:`RunComplete` when the newest intact checkpoint has the
+    whole budget (verified here: a damaged final checkpoint leaves the tail to train again)."""
     for candidate in candidates:
         try:
             saved = yaml.safe_load((candidate / CONFIG_FILE).read_text()) or {}
@@ -296,9 +297,13 @@ def check_before_resume(
             continue
         _refuse_shaping_changes(candidate, config_changes(saved, config))
         match = _CHECKPOINT_NAME.fullmatch(candidate.name)
-        if match is not None and int(match[1]) >= total_frames:
-            raise RunComplete(candidate, int(match[1]))
-        return
+        if match is None or int(match[1]) < total_frames:
+            return
+        try:
+            verify(candidate)
+        except CorruptCheckpoint:
+            continue  # restore() warns about it and loads the previous one
+        raise RunComplete(candidate, int(match[1]))
 
 
 def _refuse_shaping_changes(candidate: Path, changes: dict[str, tuple[Any, Any]]) -> None:

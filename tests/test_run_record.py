@@ -41,6 +41,8 @@ def test_a_refused_resume_leaves_the_run_dir_as_it_was(tmp_path: Path) -> None:
     run_dir = tmp_path / "runs" / "a"
     _train(tmp_path, run_dir, "algorithm.build.actor_cells=[64,64]")
     before = _files(run_dir)
+    log = next(run_dir.glob("*.log"))
+    log_before = log.read_bytes()
     out = run_cli(
         [f"hydra.run.dir={run_dir}", *BASE, "algorithm.build.actor_cells=[32,32]"], tmp_path
     )
@@ -48,6 +50,7 @@ def test_a_refused_resume_leaves_the_run_dir_as_it_was(tmp_path: Path) -> None:
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith("xdrl-train: config error: resume: ") and "actor_cells" in line
     assert _files(run_dir) == before  # .hydra/, hparams, summary, evaluations: all untouched
+    assert log.read_bytes() == log_before  # refused before Hydra started: not even a log line
     assert _cells(run_dir) == [64, 64]
     assert "algorithm.build.actor_cells=[64,64]" in (run_dir / ".hydra/overrides.yaml").read_text()
 

@@ -16,7 +16,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,21 +25,19 @@ import yaml
 from torchrl.checkpoint import Checkpoint, CheckpointRotation, GlobalRNGState
 
 from xdrl.errors import ConfigError
+from xdrl.resume_check import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_NAME,
+    CONFIG_FILE,
+    NEVER,
+    config_changes,
+    refuse_shaping_changes,
+    saved_config,
+)
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_DIR = "checkpoints"
 CHECKSUMS_FILE = "checksums.json"
-CONFIG_FILE = "config.yaml"
-NEVER = "never"
-_CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
-
-# Keys whose change makes a checkpoint meaningless or unloadable: the networks, losses and
-# optimizer (everything under algorithm), the environment, and the batch the algorithm was sized
-# for. Any other difference (total_frames, logging, eval, checkpoint, ...) resumes and is logged.
-SHAPING_PREFIXES = ("algorithm.", "env.", "frames_per_batch")
-# Keys that differ by nature between a run and its resume.
-_IGNORED_KEYS = ("run_dir", "exp_name", "resume")
 
 
 class CorruptCheckpoint(Exception):
@@ -181,7 +178,7 @@ def make_checkpointing(
 
 def _checkpoint_dirs(folder: Path) -> list[Path]:
     """``checkpoint-<frames>`` folders by frames, damaged ones included (``verify`` judges)."""
-    found = [p for p in folder.glob("checkpoint-*") if _CHECKPOINT_NAME.fullmatch(p.name)]
+    found = [p for p in folder.glob("checkpoint-*") if CHECKPOINT_NAME.fullmatch(p.name)]
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 
@@ -200,7 +197,7 @@ def resume_candidates(resume: str | None, run_dir: str) -> list[Path]:
         target = Path(resume).expanduser()
         if not target.exists():
             raise ConfigError("resume", f"{target} does not exist; pass a checkpoint or run dir")
-        if _CHECKPOINT_NAME.fullmatch(target.name) or Checkpoint.is_checkpoint(target):
+        if CHECKPOINT_NAME.fullmatch(target.name) or Checkpoint.is_checkpoint(target):
             return [target]
         if (target / CHECKPOINT_DIR).is_dir():
             target = target / CHECKPOINT_DIR
@@ -249,26 +246,6 @@ def resumed_run_dir(candidate: Path) -> Path:
     return candidate.parent.parent if candidate.parent.name == CHECKPOINT_DIR else candidate.parent
 
 
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(node, Mapping) or not node:
-        return {prefix.rstrip("."): node}
-    flat: dict[str, Any] = {}
-    for key, value in node.items():
-        flat.update(_flat(value, f"{prefix}{key}."))
-    return flat
-
-
-def config_changes(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{dotted key: (saved value, new value)}`` for every key that differs."""
-    old_flat, new_flat = _flat(saved), _flat(new)
-    keys = sorted(set(old_flat) | set(new_flat))
-    return {
-        k: (old_flat.get(k), new_flat.get(k))
-        for k in keys
-        if old_flat.get(k) != new_flat.get(k) and not k.startswith(_IGNORED_KEYS)
-    }
-
-
 class RunComplete(Exception):
     """The checkpoint to resume from holds the whole frame budget: nothing is left to train.
 
@@ -291,12 +268,11 @@ def check_before_resume(
     damaged one), and raise :class:`RunComplete` when the newest intact checkpoint has the
     whole budget (verified here: a damaged final checkpoint leaves the tail to train again)."""
     for candidate in candidates:
-        try:
-            saved = yaml.safe_load((candidate / CONFIG_FILE).read_text()) or {}
-        except (OSError, yaml.YAMLError):
+        saved = saved_config(candidate)
+        if saved is None:
             continue
-        _refuse_shaping_changes(candidate, config_changes(saved, config))
-        match = _CHECKPOINT_NAME.fullmatch(candidate.name)
+        refuse_shaping_changes(candidate, config_changes(saved, config))
+        match = CHECKPOINT_NAME.fullmatch(candidate.name)
         if match is None or int(match[1]) < total_frames:
             return
         try:
@@ -306,25 +282,13 @@ def check_before_resume(
         raise RunComplete(candidate, int(match[1]))
 
 
-def _refuse_shaping_changes(candidate: Path, changes: dict[str, tuple[Any, Any]]) -> None:
-    shaping = [k for k in changes if k.startswith(SHAPING_PREFIXES)]
-    if shaping:
-        diff = ", ".join(f"{k} {changes[k][0]!r} -> {changes[k][1]!r}" for k in shaping)
-        raise ConfigError(
-            "resume",
-            f"the config differs from the one {candidate} was written under in {diff}; "
-            "to start afresh pass resume=never (earlier output moves to superseded/) or "
-            "another hydra.run.dir",
-        )
-
-
 def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> None:
     """Refuse a resume whose config changed what shapes the model, optimizer or env; log any
     other change (the CLI keeps the run's earlier ``.hydra/`` config in ``.hydra/history`` once
     the resume is accepted: :mod:`xdrl.job_record`)."""
     saved = yaml.safe_load((candidate / CONFIG_FILE).read_text()) or {}
     changes = config_changes(saved, config)
-    _refuse_shaping_changes(candidate, changes)
+    refuse_shaping_changes(candidate, changes)
     if changes:
         log.warning(
             "Resuming with a changed config (%s)",

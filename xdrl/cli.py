@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from importlib.resources import files
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import hydra
@@ -145,13 +147,33 @@ def _precheck(args: list[str]) -> str | None:
     except Exception as err:  # noqa: BLE001 - Hydra then reports anything else itself
         return str(err).splitlines()[0] if str(err) else None
     try:
-        check_writable_dir(str(cfg.hydra.run.dir), "hydra.run.dir")
+        run_dir, job_name = str(cfg.hydra.run.dir), str(cfg.hydra.job.name)
+        check_writable_dir(run_dir, "hydra.run.dir")
         with open_dict(cfg):
             del cfg["hydra"]
         check_config(cfg)
+        _check_resume(cfg, run_dir, job_name)
     except ConfigError as err:
         return str(err)
     return None
+
+
+def _check_resume(cfg: DictConfig, run_dir: str, job_name: str) -> None:
+    """Refuse a resume that changed what shapes the model before Hydra touches the run dir (the
+    run checks again, sweep jobs included)."""
+    from xdrl.resume_check import check_resume_config
+
+    if cfg.resume == "never" or not (cfg.resume or Path(run_dir).is_dir()):
+        return
+    plain = cfg.copy()
+    with open_dict(plain):  # the values Hydra's runtime gives them
+        plain.run_dir, plain.exp_name = os.path.abspath(run_dir), job_name
+    try:
+        config = OmegaConf.to_container(plain, resolve=True)
+    except Exception:  # noqa: BLE001 - a value needing Hydra: the run's own check decides
+        return
+    if isinstance(config, dict):
+        check_resume_config({str(k): v for k, v in config.items()}, cfg.resume, run_dir)
 
 
 def _missing_option(text: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 from tests.conftest import SMALL, read_summary, run_cli
 from xdrl.report.runs import find_runs
@@ -143,3 +144,62 @@ def test_a_complete_run_rerun_with_other_eval_settings_evaluates_nothing(
     config = yaml.safe_load(before[".hydra/config.yaml"])
     assert config["eval"]["stochastic"] is False  # the recorded eval ran under these settings
     assert summary["eval"] and all(k.startswith("eval/deterministic/") for k in summary["eval"])
+
+
+def _fake_run(resumed_from: str | None, frames: int, evaluations: int, metrics: dict):
+    """The parts of a built run that ``xdrl.run._Segment`` reads."""
+    from types import SimpleNamespace
+
+    hook = SimpleNamespace(num_evaluations=evaluations, last_metrics=dict(metrics))
+    return SimpleNamespace(
+        trainer=SimpleNamespace(collected_frames=frames),
+        hook_set=SimpleNamespace(eval_hook_set=SimpleNamespace(hooks=[hook])),
+        resumed_from=resumed_from,
+        logger=None,
+    )
+
+
+def test_a_resume_under_other_eval_settings_reports_no_evaluation_until_it_evaluates(
+    tmp_path: Path, make_cfg
+) -> None:
+    from xdrl.run import _Segment
+
+    checkpoint = tmp_path / "run" / "checkpoints" / "checkpoint-000000000512"
+    checkpoint.mkdir(parents=True)
+    old = {"eval/deterministic/reward/episode_reward_mean": 9.0}
+    for settings, stale in ((["eval.episodes=2"], False), (["eval.episodes=7"], True)):
+        cfg = make_cfg(*SMALL, *settings)
+        saved = {"eval": OmegaConf.to_container(make_cfg(*SMALL).eval, resolve=True)}
+        (checkpoint / "config.yaml").write_text(yaml.safe_dump(saved))
+        run_ = _fake_run(str(checkpoint), 512, evaluations=3, metrics=old)
+        segment = _Segment(cfg, run_, start=0.0, started="t")  # type: ignore[arg-type]
+        assert segment.eval_metrics() == ({} if stale else old)
+        run_.hook_set.eval_hook_set.hooks[0].num_evaluations = 4  # it evaluated: new settings
+        assert segment.eval_metrics() == old
+
+
+def test_segments_of_a_summary_without_them_and_of_a_killed_segment(tmp_path: Path) -> None:
+    from xdrl.run import earlier_segments, whole_run_timing
+
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    checkpoint = run_dir / "checkpoints" / "checkpoint-000000001536"
+    old = {  # written before segments existed: the last segment's timing only
+        "status": "stopped",
+        "total_frames": 1024,
+        "wall_time_s": 2.0,
+        "train_time_s": 1.5,
+        "frames_per_second": 341.3,
+        "resumed_from": str(run_dir / "checkpoints" / "checkpoint-000000000512"),
+    }
+    (run_dir / "summary.json").write_text(json.dumps(old))
+    segments = earlier_segments(str(checkpoint), 1536)  # then killed at 1536, no summary
+    assert [s["frames"] for s in segments] == [[512, 1024], [1024, 1536]]
+    assert segments[0]["wall_time_s"] == 2.0 and segments[0]["status"] == "stopped"
+    assert segments[1] == {"frames": [1024, 1536], "status": "unrecorded"}
+    last = {"frames": [1536, 2048], "wall_time_s": 1.0, "train_time_s": 0.5}
+    assert whole_run_timing([*segments, last]) == {
+        "wall_time_s": 3.0,
+        "train_time_s": 2.0,
+        "frames_per_second": round(1024 / 2.0, 1),  # frames of the timed segments / their time
+    }

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from xdrl.build import Run, build_trainer
-from xdrl.checkpointing import CONFIG_FILE, RunComplete, resumed_run_dir
+from xdrl.checkpointing import RunComplete, resumed_run_dir
 from xdrl.errors import RunError
 from xdrl.process import ProcessSettings
+from xdrl.resume_check import saved_config
 from xdrl.run_lock import RunDirLock
 
 log = logging.getLogger(__name__)
@@ -330,18 +330,10 @@ def _num_evaluations(run_: Run) -> int:
     return sum(hook.num_evaluations for hook in eval_set.hooks) if eval_set is not None else 0
 
 
-def _saved_config(checkpoint: str) -> dict[str, Any]:
-    """The config a checkpoint was written under (empty when it has none)."""
-    try:
-        saved = yaml.safe_load((Path(checkpoint) / CONFIG_FILE).read_text())
-    except (OSError, yaml.YAMLError):
-        return {}
-    return saved if isinstance(saved, dict) else {}
-
-
 def _eval_settings_changed(cfg: DictConfig, checkpoint: str) -> bool:
     """Whether ``cfg.eval`` differs from the eval settings ``checkpoint`` was written under."""
-    return _saved_config(checkpoint).get("eval") != OmegaConf.to_container(cfg.eval, resolve=True)
+    saved = saved_config(Path(checkpoint)) or {}
+    return saved.get("eval") != OmegaConf.to_container(cfg.eval, resolve=True)
 
 
 def _already_complete(cfg: DictConfig, done: RunComplete) -> float | None:

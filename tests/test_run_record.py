@@ -179,11 +179,10 @@ def test_a_resume_under_other_eval_settings_reports_no_evaluation_until_it_evalu
 
 
 def test_segments_of_a_summary_without_them_and_of_a_killed_segment(tmp_path: Path) -> None:
-    from xdrl.run import earlier_segments, whole_run_timing
+    from xdrl.segments import earlier_segments, whole_run_timing
 
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
-    checkpoint = run_dir / "checkpoints" / "checkpoint-000000001536"
     old = {  # written before segments existed: the last segment's timing only
         "status": "stopped",
         "total_frames": 1024,
@@ -193,7 +192,7 @@ def test_segments_of_a_summary_without_them_and_of_a_killed_segment(tmp_path: Pa
         "resumed_from": str(run_dir / "checkpoints" / "checkpoint-000000000512"),
     }
     (run_dir / "summary.json").write_text(json.dumps(old))
-    segments = earlier_segments(str(checkpoint), 1536)  # then killed at 1536, no summary
+    segments = earlier_segments(run_dir / "summary.json", 1536)  # then killed at 1536
     assert [s["frames"] for s in segments] == [[512, 1024], [1024, 1536]]
     assert segments[0]["wall_time_s"] == 2.0 and segments[0]["status"] == "stopped"
     assert segments[1] == {"frames": [1024, 1536], "status": "unrecorded"}

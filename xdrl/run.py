@@ -21,6 +21,7 @@ from xdrl.errors import RunError
 from xdrl.process import ProcessSettings
 from xdrl.resume_check import saved_config
 from xdrl.run_lock import RunDirLock
+from xdrl.segments import earlier_segments, whole_run_timing
 
 log = logging.getLogger(__name__)
 
@@ -232,8 +233,9 @@ class _Segment:
         self.start, self.started = start, started
         self.train_start: float | None = None
         self.start_frames = int(run_.trainer.collected_frames)
-        self.earlier = earlier_segments(run_.resumed_from, self.start_frames)
         resumed = run_.resumed_from
+        earlier = resumed_run_dir(Path(resumed)) / SUMMARY_FILE if resumed else None
+        self.earlier = earlier_segments(earlier, self.start_frames)
         self.stale_eval = resumed is not None and _eval_settings_changed(cfg, resumed)
         self.evaluations_before = _num_evaluations(run_)
 
@@ -281,48 +283,6 @@ class _Segment:
         if offline:
             summary["wandb_offline"] = offline  # W&B could not reach its server: `wandb sync` it
         return summary
-
-
-def earlier_segments(resumed_from: str | None, start_frames: int) -> list[dict[str, Any]]:
-    """The segments before this one, from the ``summary.json`` of the run the checkpoint
-    ``resumed_from`` belongs to; frames no segment records (a run killed before it wrote its
-    summary) are one segment with ``status: unrecorded`` and no timing."""
-    if resumed_from is None:
-        return []
-    path = resumed_run_dir(Path(resumed_from)) / SUMMARY_FILE
-    try:
-        summary = json.loads(path.read_text())
-    except (OSError, ValueError):
-        summary = {}
-    summary = summary if isinstance(summary, dict) else {}
-    segments = summary.get("segments")
-    if not isinstance(segments, list):  # a summary written before segments were recorded
-        segments = [_segment_of_old_summary(summary)] if summary.get("total_frames") else []
-    covered = max((int(s["frames"][1]) for s in segments), default=0)
-    if covered < start_frames:
-        segments.append({"frames": [covered, start_frames], "status": "unrecorded"})
-    return segments
-
-
-def _segment_of_old_summary(summary: dict[str, Any]) -> dict[str, Any]:
-    """The last segment, as a summary without ``segments`` described it."""
-    resumed = summary.get("resumed_from")
-    first = int(Path(resumed).name.rpartition("-")[2]) if resumed else 0
-    keys = ("wall_time_s", "train_time_s", "frames_per_second", "status", "resumed_from")
-    return {"frames": [first, int(summary["total_frames"])], **{k: summary.get(k) for k in keys}}
-
-
-def whole_run_timing(segments: list[dict[str, Any]]) -> dict[str, float | None]:
-    """``wall_time_s``, ``train_time_s`` and ``frames_per_second`` of the whole run: the sums
-    over its segments (those with a recorded timing) and the frames they trained per second."""
-    timed = [s for s in segments if s.get("wall_time_s") is not None]
-    train = sum(float(s.get("train_time_s") or 0.0) for s in timed)
-    trained = sum(s["frames"][1] - s["frames"][0] for s in timed if s.get("train_time_s"))
-    return {
-        "wall_time_s": round(sum(float(s["wall_time_s"]) for s in timed), 3),
-        "train_time_s": round(train, 3),
-        "frames_per_second": round(trained / train, 1) if train > 0 else None,
-    }
 
 
 def _num_evaluations(run_: Run) -> int:

@@ -68,6 +68,17 @@ def test_config_changes_lists_dotted_keys_and_ignores_the_run_dir() -> None:
     }
 
 
+def test_a_key_added_since_the_checkpoint_with_an_empty_default_is_no_change() -> None:
+    saved = {"env": {"id": "CartPole-v1"}}  # written before env.import_modules existed
+    assert config_changes(saved, {"env": {"id": "CartPole-v1", "import_modules": []}}) == {}
+    assert config_changes(saved, {"env": {"id": "CartPole-v1", "import_modules": ["my_envs"]}}) == {
+        "env.import_modules": (None, ["my_envs"])
+    }
+    assert config_changes({"env": {"import_modules": ["a"]}}, {"env": {"import_modules": []}}) == {
+        "env.import_modules": (["a"], [])
+    }
+
+
 def test_ctrl_c_stops_after_the_iteration_and_a_second_one_aborts() -> None:
     stops: list[str | None] = []
     run = SimpleNamespace(trainer=SimpleNamespace(request_stop=stops.append))
@@ -90,6 +101,7 @@ def test_resume_never_sets_earlier_output_aside_and_gets_a_new_wandb_id(tmp_path
     (tmp_path / ".hydra").mkdir()
     before = stable_run_id(str(tmp_path))
     set_aside_previous_output(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "superseded"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["superseded"]  # the whole earlier run
     assert (tmp_path / "superseded" / "1" / "checkpoints").is_dir()
+    assert (tmp_path / "superseded" / "1" / ".hydra").is_dir()
     assert stable_run_id(str(tmp_path)) != before  # W&B would otherwise drop the new steps

@@ -18,7 +18,13 @@ from torchrl.trainers import LRSchedulerHook, Trainer
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
-from xdrl.checkpointing import make_checkpointing, restore, resume_candidates, resumed_run_dir
+from xdrl.checkpointing import (
+    check_before_resume,
+    make_checkpointing,
+    restore,
+    resume_candidates,
+    resumed_run_dir,
+)
 from xdrl.collector import VectorCollector, fits
 from xdrl.config_check import check_config
 from xdrl.envs import reward_weights_of
@@ -221,6 +227,7 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
     seed_everything(cfg.seed)
     envs: list[Any] = []
     candidates = resume_candidates(cfg.resume, cfg.run_dir)
+    check_before_resume(candidates, _resolved(cfg), cfg.total_frames)  # before anything is written
     resume_dir = str(resumed_run_dir(candidates[0])) if candidates else None
 
     # Environment

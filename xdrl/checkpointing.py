@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,23 +25,19 @@ from torchrl.checkpoint import Checkpoint, CheckpointRotation, GlobalRNGState
 
 from xdrl.errors import ConfigError, first_line
 from xdrl.files import write_atomically
-from xdrl.nested import flatten
+from xdrl.resume_check import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_NAME,
+    CONFIG_FILE,
+    NEVER,
+    config_changes,
+    refuse_shaping_changes,
+    saved_config,
+)
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_DIR = "checkpoints"
 CHECKSUMS_FILE = "checksums.json"
-CONFIG_FILE = "config.yaml"
-HISTORY_DIR = Path(".hydra") / "history"
-NEVER = "never"
-_CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
-
-# Keys whose change makes a checkpoint meaningless or unloadable: the networks, losses and
-# optimizer (everything under algorithm), the environment, and the batch the algorithm was sized
-# for. Any other difference (total_frames, logging, eval, checkpoint, ...) resumes and is logged.
-SHAPING_PREFIXES = ("algorithm.", "env.", "frames_per_batch")
-# Keys that differ by nature between a run and its resume.
-_IGNORED_KEYS = ("run_dir", "exp_name", "resume")
 
 
 class CorruptCheckpoint(Exception):
@@ -172,7 +167,7 @@ def make_checkpointing(
 
 def _checkpoint_dirs(folder: Path) -> list[Path]:
     """``checkpoint-<frames>`` folders by frames, damaged ones included (``verify`` judges)."""
-    found = [p for p in folder.glob("checkpoint-*") if _CHECKPOINT_NAME.fullmatch(p.name)]
+    found = [p for p in folder.glob("checkpoint-*") if CHECKPOINT_NAME.fullmatch(p.name)]
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 
@@ -191,7 +186,7 @@ def resume_candidates(resume: str | None, run_dir: str) -> list[Path]:
         target = Path(resume).expanduser()
         if not target.exists():
             raise ConfigError("resume", f"{target} does not exist; pass a checkpoint or run dir")
-        if _CHECKPOINT_NAME.fullmatch(target.name) or Checkpoint.is_checkpoint(target):
+        if CHECKPOINT_NAME.fullmatch(target.name) or Checkpoint.is_checkpoint(target):
             return [target]
         if (target / CHECKPOINT_DIR).is_dir():
             target = target / CHECKPOINT_DIR
@@ -201,17 +196,38 @@ def resume_candidates(resume: str | None, run_dir: str) -> list[Path]:
     return found[::-1]
 
 
+# What stays in a run dir that ``resume=never`` empties: earlier generations and the lock.
+_KEPT_IN_PLACE = ("superseded", ".xdrl-run.lock")
+
+
 def set_aside_previous_output(run_dir: Path) -> None:
-    """``resume=never``: move a run dir's checkpoints, logs and W&B files to ``superseded/<n>/``."""
-    names = ("checkpoints", "logs", "wandb", "wandb-last-step.txt", "summary.json")
-    present = [run_dir / n for n in names if (run_dir / n).exists()]
+    """``resume=never``: move the whole earlier run (``.hydra/``, checkpoints, logs, W&B files,
+    ``summary.json``, ``evaluations.jsonl``, log file, videos, ...) to ``superseded/<n>/``, a
+    run dir of its own (``xdrl-report <run_dir>/superseded`` reads it); log files this process
+    has open are reopened at their old path, so the new run logs into a file of its own."""
+    present = sorted(p for p in run_dir.iterdir() if p.name not in _KEPT_IN_PLACE)
     if not present:
         return
-    aside = run_dir / "superseded" / str(len(list((run_dir / "superseded").glob("*"))) + 1)
+    superseded = run_dir / "superseded"
+    taken = [int(p.name) for p in superseded.glob("*") if p.name.isdigit()]
+    aside = superseded / str(max(taken, default=0) + 1)
     aside.mkdir(parents=True)
     for path in present:
         shutil.move(str(path), aside / path.name)
-    log.info("resume=never: moved the earlier output of %s to %s", run_dir, aside)
+    _reopen_log_files(run_dir)
+    log.info("resume=never: moved the earlier run in %s to %s", run_dir, aside)
+
+
+def _reopen_log_files(run_dir: Path) -> None:
+    """Point the root logger's file handlers writing into ``run_dir`` at a new file there."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == (
+            run_dir.resolve()
+        ):
+            fresh = open(handler.baseFilename, "a", encoding=handler.encoding)  # noqa: SIM115
+            old = handler.setStream(fresh)
+            if old is not None:
+                old.close()
 
 
 def resumed_run_dir(candidate: Path) -> Path:
@@ -219,42 +235,54 @@ def resumed_run_dir(candidate: Path) -> Path:
     return candidate.parent.parent if candidate.parent.name == CHECKPOINT_DIR else candidate.parent
 
 
-def config_changes(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{dotted key: (saved value, new value)}`` for every key that differs."""
-    old_flat, new_flat = flatten(saved), flatten(new)
-    keys = sorted(set(old_flat) | set(new_flat))
-    return {
-        k: (old_flat.get(k), new_flat.get(k))
-        for k in keys
-        if old_flat.get(k) != new_flat.get(k) and not k.startswith(_IGNORED_KEYS)
-    }
+class RunComplete(Exception):
+    """The checkpoint to resume from holds the whole frame budget: nothing is left to train.
+
+    Args:
+        checkpoint: the checkpoint.
+        frames: the frames it was written at.
+    """
+
+    def __init__(self, checkpoint: Path, frames: int) -> None:
+        super().__init__(f"{checkpoint} holds {frames} frames")
+        self.checkpoint = checkpoint
+        self.frames = frames
+
+
+def check_before_resume(
+    candidates: list[Path], config: Mapping[str, Any], total_frames: int
+) -> None:
+    """Before anything is built or written: refuse a resume whose config changed what shapes
+    the model (against the newest checkpoint with a readable config; :func:`restore` judges a
+    damaged one), and raise :class:`RunComplete` when the newest intact checkpoint has the
+    whole budget (verified here: a damaged final checkpoint leaves the tail to train again)."""
+    for candidate in candidates:
+        saved = saved_config(candidate)
+        if saved is None:
+            continue
+        refuse_shaping_changes(candidate, config_changes(saved, config))
+        match = CHECKPOINT_NAME.fullmatch(candidate.name)
+        if match is None or int(match[1]) < total_frames:
+            return
+        try:
+            verify(candidate)
+        except CorruptCheckpoint:
+            continue  # restore() warns about it and loads the previous one
+        raise RunComplete(candidate, int(match[1]))
 
 
 def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> None:
     """Refuse a resume whose config changed what shapes the model, optimizer or env; log any
-    other change and keep the config the checkpoint was written under in ``.hydra/history``."""
+    other change (the CLI keeps the run's earlier ``.hydra/`` config in ``.hydra/history`` once
+    the resume is accepted: :mod:`xdrl.job_record`)."""
     saved = yaml.safe_load((candidate / CONFIG_FILE).read_text()) or {}
     changes = config_changes(saved, config)
-    shaping = [k for k in changes if k.startswith(SHAPING_PREFIXES)]
-    if shaping:
-        diff = ", ".join(f"{k} {changes[k][0]!r} -> {changes[k][1]!r}" for k in shaping)
-        raise ConfigError(
-            "resume",
-            f"the config differs from the one {candidate} was written under in {diff}; "
-            "to start afresh pass resume=never (earlier output moves to superseded/) or "
-            "another hydra.run.dir",
+    refuse_shaping_changes(candidate, changes)
+    if changes:
+        log.warning(
+            "Resuming with a changed config (%s)",
+            ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items()),
         )
-    if not changes:
-        return
-    history = Path(run_dir) / HISTORY_DIR
-    history.mkdir(parents=True, exist_ok=True)
-    kept = history / f"{len(list(history.glob('*-config.yaml'))) + 1}-config.yaml"
-    kept.write_text(yaml.safe_dump(saved))
-    log.warning(
-        "Resuming with a changed config (%s); the previous config is kept in %s",
-        ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items()),
-        kept,
-    )
 
 
 def restore(

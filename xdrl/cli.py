@@ -5,13 +5,20 @@ Nothing heavy is imported at module level, so ``--help`` and ``--cfg job`` retur
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
+from collections.abc import Callable
 from importlib.resources import files
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+if TYPE_CHECKING:
+    from xdrl.job_record import JobRecord
 
 log = logging.getLogger("xdrl")
 
@@ -64,15 +71,20 @@ def train(cfg: DictConfig) -> float | None:
     """Train one run; returns the configured objective for sweepers (e.g. Optuna)."""
     from xdrl.config_check import check_config
     from xdrl.errors import ConfigError, RunError, trace_to_log_files
+    from xdrl.job_record import JobRecord
 
+    record = JobRecord.of_current_job(cfg)  # .hydra/: now into a new dir, else once accepted
     try:
+        if record is not None:
+            _write_record(record, only_if_absent=True)
         check_config(cfg)  # every value, before torch is imported (multirun jobs get it here)
+        accept = None if record is None else lambda: _write_record(record, only_if_absent=False)
         if _in_multirun():
-            return _sweep_job(cfg)
+            return _sweep_job(cfg, accept)
         from xdrl.process import setup_process
         from xdrl.run import run
 
-        return run(cfg, setup_process(cfg))
+        return run(cfg, setup_process(cfg), accept=accept)
     except RunError as err:  # the traceback is in the run's log
         print(f"xdrl-train: error: {err}", file=sys.stderr)
         if _in_multirun():
@@ -84,9 +96,24 @@ def train(cfg: DictConfig) -> float | None:
         if _in_multirun():  # fail this job only; the sweep goes on and reports it
             raise RuntimeError(f"config error: {err}") from None
         raise SystemExit(2) from None
+    finally:  # resume=never moved the earlier run aside and this one failed before it trained
+        if record is not None and not record.exists():
+            with contextlib.suppress(OSError):  # the error reported above says why
+                record.write()
 
 
-def _sweep_job(cfg: DictConfig) -> float | None:
+def _write_record(record: JobRecord, *, only_if_absent: bool) -> None:
+    """Write the job's ``.hydra/``; an I/O error is one line (``RunError``)."""
+    from xdrl.errors import RunError
+
+    try:
+        record.write_if_absent() if only_if_absent else record.write()
+    except OSError as err:
+        where = err.filename or record.dir
+        raise RunError(f"{err.strerror or type(err).__name__}: {where}") from err
+
+
+def _sweep_job(cfg: DictConfig, accept: Callable[[], None] | None) -> float | None:
     """One job of a sweep. Ctrl-C stops it as it stops a single run (the iteration finishes, a
     checkpoint and ``summary.json`` say ``interrupted``) but the job returns, so the sweep ends
     normally; a job that starts after the sweep was interrupted trains nothing."""
@@ -108,7 +135,7 @@ def _sweep_job(cfg: DictConfig) -> float | None:
         from xdrl.process import setup_process
         from xdrl.run import run
 
-        return run(cfg, setup_process(cfg))
+        return run(cfg, setup_process(cfg), accept=accept)
     except SystemExit as err:
         if err.code != 128 + signal.SIGINT:  # SIGTERM / USR2: requeue as before
             raise
@@ -150,13 +177,33 @@ def _precheck(args: list[str]) -> str | None:
     except Exception as err:  # noqa: BLE001 - Hydra then reports anything else itself
         return first_line(err) if str(err).strip() else None
     try:
-        check_writable_dir(str(cfg.hydra.run.dir), "hydra.run.dir")
+        run_dir, job_name = str(cfg.hydra.run.dir), str(cfg.hydra.job.name)
+        check_writable_dir(run_dir, "hydra.run.dir")
         with open_dict(cfg):
             del cfg["hydra"]
         check_config(cfg)
+        _check_resume(cfg, run_dir, job_name)
     except ConfigError as err:
         return str(err)
     return None
+
+
+def _check_resume(cfg: DictConfig, run_dir: str, job_name: str) -> None:
+    """Refuse a resume that changed what shapes the model before Hydra touches the run dir (the
+    run checks again, sweep jobs included)."""
+    from xdrl.resume_check import check_resume_config
+
+    if cfg.resume == "never" or not (cfg.resume or Path(run_dir).is_dir()):
+        return
+    plain = cfg.copy()
+    with open_dict(plain):  # the values Hydra's runtime gives them
+        plain.run_dir, plain.exp_name = os.path.abspath(run_dir), job_name
+    try:
+        config = OmegaConf.to_container(plain, resolve=True)
+    except Exception:  # noqa: BLE001 - a value needing Hydra: the run's own check decides
+        return
+    if isinstance(config, dict):
+        check_resume_config({str(k): v for k, v in config.items()}, cfg.resume, run_dir)
 
 
 def _missing_option(text: str) -> str:

@@ -8,17 +8,21 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from xdrl.build import Run, build_trainer
+from xdrl.checkpointing import RunComplete, resumed_run_dir
 from xdrl.errors import RunError, first_line, trace_to_log_files
 from xdrl.files import SUMMARY_FILE, write_atomically
 from xdrl.loggers import close_logger
 from xdrl.process import ProcessSettings
+from xdrl.resume_check import saved_config
 from xdrl.run_lock import RunDirLock
+from xdrl.segments import earlier_segments, whole_run_timing
 
 log = logging.getLogger(__name__)
 
@@ -110,29 +114,44 @@ def _io_error_line(err: OSError, run_dir: str) -> str:
     return f"{err.strerror or type(err).__name__}: {where}"
 
 
-def run(cfg: DictConfig, process: ProcessSettings | None = None) -> float | None:
+def run(
+    cfg: DictConfig,
+    process: ProcessSettings | None = None,
+    accept: Callable[[], None] | None = None,
+) -> float | None:
     """Train the run ``cfg`` describes, holding its run dir, and return ``cfg.objective``.
 
     ``process``: what the entry point's :func:`~xdrl.process.setup_process` decided (None: a
-    non-terminal process, as in tests)."""
+    non-terminal process, as in tests). ``accept``: called once the run is accepted, just before
+    it trains (the CLI writes ``.hydra/`` then); a refused resume, a dir held by another run or
+    a run already complete never calls it."""
     with RunDirLock(cfg.run_dir):
-        return _run(cfg, interactive=process.interactive if process is not None else False)
+        return _run(
+            cfg, interactive=process.interactive if process is not None else False, accept=accept
+        )
 
 
-def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
+def _run(
+    cfg: DictConfig, *, interactive: bool, accept: Callable[[], None] | None = None
+) -> float | None:
     """Train the run ``cfg`` describes and return ``cfg.objective`` from the final metrics."""
     start = time.perf_counter()
-    run_ = build_trainer(cfg, interactive=interactive)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        run_ = build_trainer(cfg, interactive=interactive)
+    except RunComplete as done:
+        return _already_complete(cfg, done)
     trainer = run_.trainer
-    start_frames = int(trainer.collected_frames)
-    train_start: float | None = None
+    segment = _Segment(cfg, run_, start, started)
     status, error = "failed", None
     eval_metrics: dict[str, float] = {}
     try:
+        if accept is not None:
+            accept()
         with _StopRequest(run_) as stop:
             if cfg.eval.enabled and cfg.eval.before_training and trainer.collected_frames == 0:
                 run_.hook_set.run_pre_eval()
-            train_start = time.perf_counter()
+            segment.train_start = time.perf_counter()
             trainer.train()
         status = "interrupted" if stop.interrupted else "stopped" if stop.signal else "completed"
     except KeyboardInterrupt:
@@ -150,30 +169,9 @@ def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
         error = _one_line(err)  # summary.json and the sweep table say why
         raise
     finally:
-        eval_set = run_.hook_set.eval_hook_set
-        eval_metrics = eval_set.last_metrics if eval_set is not None else {}
+        eval_metrics = segment.eval_metrics()
         frames = int(trainer.collected_frames)
-        train_time = time.perf_counter() - train_start if train_start is not None else 0.0
-        summary = {
-            "status": status,
-            "total_frames": frames,
-            "wall_time_s": round(time.perf_counter() - start, 3),
-            "frames_per_second": (
-                round((frames - start_frames) / train_time, 1) if train_time > 0 else None
-            ),
-            "seed": cfg.seed,
-            "env": cfg.env.id,
-            "algorithm": cfg.algorithm.build._target_.rsplit(".", 2)[-2],
-            "eval": eval_metrics,
-            "train_time_s": round(train_time, 3),
-        }
-        if run_.resumed_from:
-            summary["resumed_from"] = run_.resumed_from
-        if error is not None:
-            summary["error"] = error
-        offline = getattr(run_.logger, "offline_fallback", None)
-        if offline:
-            summary["wandb_offline"] = offline  # W&B could not reach its server: `wandb sync` it
+        summary = segment.summary(status, error, eval_metrics)
         _close(cfg.run_dir, run_, summary)
     if stop.interrupted:
         saved = (
@@ -190,6 +188,104 @@ def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
     if eval_metrics:
         log.info("Final evaluation: %s", json.dumps(eval_metrics, sort_keys=True))
     return float(objective) if objective is not None else None
+
+
+class _Segment:
+    """This process's part of a run (a segment: from the frames it resumed at to those it
+    stopped at) and the ``summary.json`` of the whole run it ends."""
+
+    def __init__(self, cfg: DictConfig, run_: Run, start: float, started: str) -> None:
+        self.cfg, self.run = cfg, run_
+        self.start, self.started = start, started
+        self.train_start: float | None = None
+        self.start_frames = int(run_.trainer.collected_frames)
+        resumed = run_.resumed_from
+        earlier = resumed_run_dir(Path(resumed)) / SUMMARY_FILE if resumed else None
+        self.earlier = earlier_segments(earlier, self.start_frames)
+        self.stale_eval = resumed is not None and _eval_settings_changed(cfg, resumed)
+        self.evaluations_before = _num_evaluations(run_)
+
+    def eval_metrics(self) -> dict[str, float]:
+        """The last evaluation's metrics; none when this segment resumed under other eval
+        settings and has not evaluated yet (the checkpoint's were measured under the old)."""
+        if self.stale_eval and _num_evaluations(self.run) == self.evaluations_before:
+            log.info("No evaluation under this run's eval settings yet: summary.json has none")
+            return {}
+        eval_set = self.run.hook_set.eval_hook_set
+        return dict(eval_set.last_metrics) if eval_set is not None else {}
+
+    def summary(
+        self, status: str, error: str | None, eval_metrics: dict[str, float]
+    ) -> dict[str, Any]:
+        """``summary.json``: the outcome, whole-run timing and every segment's."""
+        cfg, frames = self.cfg, int(self.run.trainer.collected_frames)
+        now = time.perf_counter()
+        train_time = round(now - self.train_start, 3) if self.train_start is not None else 0.0
+        trained = frames - self.start_frames
+        segment = {
+            "frames": [self.start_frames, frames],
+            "started": self.started,
+            "wall_time_s": round(now - self.start, 3),
+            "train_time_s": train_time,
+            "frames_per_second": round(trained / train_time, 1) if train_time > 0 else None,
+            "status": status,
+            "resumed_from": self.run.resumed_from,
+        }
+        segments = [*self.earlier, segment]
+        summary: dict[str, Any] = {
+            "status": status,
+            "total_frames": frames,
+            **whole_run_timing(segments),
+            "seed": cfg.seed,
+            "env": cfg.env.id,
+            "algorithm": cfg.algorithm.build._target_.rsplit(".", 2)[-2],
+            "eval": eval_metrics,
+            "segments": segments,
+        }
+        if self.run.resumed_from:
+            summary["resumed_from"] = self.run.resumed_from
+        if error is not None:
+            summary["error"] = error
+        offline = getattr(self.run.logger, "offline_fallback", None)
+        if offline:
+            summary["wandb_offline"] = offline  # W&B could not reach its server: `wandb sync` it
+        return summary
+
+
+def _num_evaluations(run_: Run) -> int:
+    eval_set = run_.hook_set.eval_hook_set
+    return sum(hook.num_evaluations for hook in eval_set.hooks) if eval_set is not None else 0
+
+
+def _eval_settings_changed(cfg: DictConfig, checkpoint: str) -> bool:
+    """Whether ``cfg.eval`` differs from the eval settings ``checkpoint`` was written under."""
+    saved = saved_config(Path(checkpoint)) or {}
+    return saved.get("eval") != OmegaConf.to_container(cfg.eval, resolve=True)
+
+
+def _already_complete(cfg: DictConfig, done: RunComplete) -> float | None:
+    """A run that trained its whole budget, run again: nothing is built, trained, evaluated or
+    written (the eval settings may differ from the recorded evaluation's). The objective comes
+    back from ``summary.json`` only when the eval settings are those it was recorded under."""
+    run_dir = resumed_run_dir(done.checkpoint)
+    line = (
+        f"{run_dir} is already complete ({done.frames:,} frames, total_frames="
+        f"{cfg.total_frames:,}): nothing was trained or evaluated and its record is unchanged; "
+        f"to evaluate it under other settings run `xdrl-eval {run_dir}`, to train it further "
+        "raise total_frames"
+    )
+    print(f"xdrl-train: {line}", file=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, line, (), None))
+    if _eval_settings_changed(cfg, str(done.checkpoint)):
+        return None
+    try:
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+        objective = (summary.get("eval") or {}).get(cfg.objective)
+    except (OSError, ValueError, AttributeError):
+        objective = None
+    return float(objective) if isinstance(objective, int | float) else None
 
 
 def _close(run_dir: str, run_: Run, summary: dict[str, Any]) -> None:

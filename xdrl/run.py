@@ -202,6 +202,9 @@ def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
         }
         if run_.resumed_from:
             summary["resumed_from"] = run_.resumed_from
+            summary["resume_exact"] = run_.resume_approximate is None
+            if run_.resume_approximate is not None:
+                summary["resume_approximate_reason"] = run_.resume_approximate
         if error is not None:
             summary["error"] = error
         offline = getattr(run_.logger, "offline_fallback", None)

@@ -6,7 +6,7 @@ from torchrl.objectives import A2CLoss
 from torchrl.objectives.value import GAE
 
 from xdrl.algorithms.common import AlgorithmParts, activation_class, state_value, stochastic_actor
-from xdrl.algorithms.ppo import minibatch_buffer, on_policy_hooks
+from xdrl.algorithms.ppo import buffer_modules, minibatch_buffer, on_policy_hooks
 from xdrl.config_check import Activation, Cells, Discount, Fraction, NonNegativeFloat, PositiveInt
 from xdrl.errors import ConfigError
 
@@ -57,5 +57,5 @@ def build(
         optim_steps_per_batch=frames_per_batch // minibatch_size,
         num_epochs=epochs,
         hooks=on_policy_hooks(loss, buffer, advantage_every_epoch=False),
-        # no checkpointed buffer: it only ever holds the batch being trained on
+        modules=buffer_modules(buffer),
     )

@@ -61,6 +61,12 @@ def minibatch_buffer(
     return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
 
 
+def buffer_modules(buffer: ReplayBufferTrainer | WholeBatch) -> dict[str, ReplayBufferTrainer]:
+    """The minibatch buffer as a checkpointed module: its sampler draws the next permutation
+    when the last one runs out, before the checkpoint, so an exact resume needs its state."""
+    return {"minibatch_buffer": buffer} if isinstance(buffer, ReplayBufferTrainer) else {}
+
+
 TRAIN_REWARD_KEY = "train_reward"
 
 
@@ -163,5 +169,5 @@ def build(
         hooks=on_policy_hooks(
             loss, buffer, advantage_every_epoch=advantage_every_epoch, scale_hooks=scale_hooks
         ),
-        # no checkpointed buffer: it only ever holds the batch being trained on
+        modules=buffer_modules(buffer),
     )

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torchrl.collectors import Collector
 from torchrl.envs import EnvBase, ParallelEnv, SerialEnv, TransformedEnv
+from torchrl.envs.batched_envs import BatchedEnvBase
 
 from xdrl.collector import VectorCollector
 from xdrl.vector_env import VectorGymEnv
@@ -91,6 +92,13 @@ def gym_envs(env: EnvBase) -> list[Any] | None:
     return [inner] if inner is not None else None
 
 
+def _closed(env: EnvBase) -> bool:
+    """Whether a batched env's sub-envs were closed (``is_closed`` of other envs means nothing:
+    a ``VectorGymEnv`` under ``VecNormV2`` reports True while stepping)."""
+    base = env.base_env if isinstance(env, TransformedEnv) else env
+    return isinstance(base, BatchedEnvBase) and base.is_closed
+
+
 def _set_gym_envs(env: EnvBase, envs: list[Any]) -> None:
     """Put restored gymnasium envs where :func:`gym_envs` found them."""
     base = env.base_env if isinstance(env, TransformedEnv) else env
@@ -105,6 +113,8 @@ def _set_gym_envs(env: EnvBase, envs: list[Any]) -> None:
 
 def _train_state(env: EnvBase, collector: Any) -> tuple[dict[str, Any] | None, str | None]:
     """The train envs and the collector's episodes in progress, or (None, why not)."""
+    if _closed(env):  # TorchRL's Collector closes them with its last batch
+        return None, "the train envs were closed after the collector's last batch"
     envs = gym_envs(env)
     if envs is None:
         return None, f"{type(env.base_env).__name__}'s envs run in other processes"
@@ -123,14 +133,26 @@ def _train_state(env: EnvBase, collector: Any) -> tuple[dict[str, Any] | None, s
     return {"envs": pickled, "flags": flags, "episodes": episodes}, None
 
 
-def _eval_state(env: EnvBase | None) -> tuple[list[Any] | None, str | None]:
-    """The evaluation envs' generators (each evaluation starts from a reset, unseeded)."""
+def _eval_state(env: EnvBase | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The evaluation envs' generators (each evaluation starts from an unseeded reset) and their
+    transforms' state (a ``VecNormV2``'s statistics)."""
     if env is None:
-        return [], None
-    envs = gym_envs(env)
+        return {}, None
+    envs = None if _closed(env) else gym_envs(env)
     if envs is None:
         return None, "the evaluation envs run in other processes"
-    return [e.unwrapped.np_random for e in envs], None
+    transform = env.transform.state_dict() if isinstance(env, TransformedEnv) else {}
+    return {"generators": [e.unwrapped.np_random for e in envs], "transform": transform}, None
+
+
+def _load_eval_state(env: EnvBase, state: dict[str, Any]) -> None:
+    envs = gym_envs(env)
+    if envs is None or len(envs) != len(state["generators"]):
+        return
+    for inner, generator in zip(envs, state["generators"], strict=True):
+        inner.unwrapped.np_random = generator
+    if isinstance(env, TransformedEnv) and state["transform"]:
+        env.transform.load_state_dict(state["transform"])
 
 
 class EnvState:
@@ -161,7 +183,7 @@ class EnvState:
         train, train_why = _train_state(self.train_env, self.collector)
         evaluation, eval_why = _eval_state(self.eval_env)
         why = "; ".join(w for w in (train_why, eval_why) if w) or None
-        if why and not self._warned:
+        if why and not self._warned and not _closed(self.train_env):
             log.warning("A resume from this run's checkpoints will be approximate: %s", why)
             self._warned = True
         blob = dumps({"train": train, "eval": evaluation, "approximate": why})
@@ -176,10 +198,7 @@ class EnvState:
         if train is not None:
             self._load_train(train)
         if evaluation and self.eval_env is not None:
-            envs = gym_envs(self.eval_env)
-            if envs is not None and len(envs) == len(evaluation):
-                for env, generator in zip(envs, evaluation, strict=True):
-                    env.unwrapped.np_random = generator
+            _load_eval_state(self.eval_env, evaluation)
         self.train_restored = train is not None
         self.approximate = saved["approximate"]
 

@@ -43,7 +43,7 @@ NO_STATE = "the checkpoint holds no environment state (written before exact resu
 
 def _rebuild(cls: type, state: dict[str, Any]) -> Any:
     """An object of ``cls`` with attributes ``state`` (the inverse of ``_AttributePickler``)."""
-    obj = cls.__new__(cls)
+    obj: Any = cls.__new__(cls)  # type: ignore[call-overload]
     obj.__dict__.update(state)
     return obj
 

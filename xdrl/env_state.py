@@ -15,19 +15,18 @@ would give a fresh env). Where that fails (Box2D's SWIG objects, a pygame font, 
 another process under ``batching=parallel``) the resume is approximate: the train envs are
 reseeded and the episodes in progress restart; :attr:`EnvState.approximate` says why.
 
-The saved state is one pickle (a uint8 tensor in the checkpoint): checkpoints are the run's own
+The saved state is one pickle (base64 text in the checkpoint's JSON): checkpoints are the run's own
 files, verified against their checksums before anything loads.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
 import pickle
 from typing import Any
 
-import numpy as np
-import torch
 from torchrl.collectors import Collector
 from torchrl.envs import EnvBase, ParallelEnv, SerialEnv, TransformedEnv
 from torchrl.envs.batched_envs import BatchedEnvBase
@@ -187,13 +186,14 @@ class EnvState:
             log.warning("A resume from this run's checkpoints will be approximate: %s", why)
             self._warned = True
         blob = dumps({"train": train, "eval": evaluation, "approximate": why})
-        return {"blob": torch.frombuffer(bytearray(blob), dtype=torch.uint8)}
+        # text, not a tensor: TorchRL writes it into the component's JSON with a plain write,
+        # which fails with ENOSPC on a full disk; a memory-mapped tensor file dies of SIGBUS
+        return {"blob": base64.b64encode(blob).decode("ascii")}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Put the saved envs, episodes and generators back (what was saved of them)."""
-        blob = state_dict["blob"]
-        blob = blob.numpy() if isinstance(blob, torch.Tensor) else np.asarray(blob)
-        saved = pickle.loads(blob.astype(np.uint8).tobytes())  # noqa: S301 - the run's own, verified
+        blob = base64.b64decode(state_dict["blob"])
+        saved = pickle.loads(blob)  # noqa: S301 - the run's own checkpoint, verified
         train, evaluation = saved["train"], saved["eval"]
         if train is not None:
             self._load_train(train)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from torchrl.objectives.value import GAE
 from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
@@ -61,10 +63,33 @@ def minibatch_buffer(
     return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
 
 
-def buffer_modules(buffer: ReplayBufferTrainer | WholeBatch) -> dict[str, ReplayBufferTrainer]:
-    """The minibatch buffer as a checkpointed module: its sampler draws the next permutation
-    when the last one runs out, before the checkpoint, so an exact resume needs its state."""
-    return {"minibatch_buffer": buffer} if isinstance(buffer, ReplayBufferTrainer) else {}
+class SamplerState:
+    """The minibatch sampler's state as a checkpointed module: when a permutation runs out the
+    sampler draws the next one before the checkpoint, so an exact resume needs it. The storage
+    is not saved: every batch overwrites it whole.
+
+    Args:
+        buffer: the ``ReplayBufferTrainer`` of :func:`minibatch_buffer`.
+
+    Example:
+        >>> trainer.register_module("minibatch_sampler", SamplerState(buffer))
+    """
+
+    def __init__(self, buffer: ReplayBufferTrainer) -> None:
+        self.sampler = buffer.replay_buffer.sampler
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self.sampler.state_dict())
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.sampler.load_state_dict(state_dict)
+
+
+def buffer_modules(buffer: ReplayBufferTrainer | WholeBatch) -> dict[str, SamplerState]:
+    """Checkpointed modules of a minibatch buffer (none for :class:`WholeBatch`)."""
+    if isinstance(buffer, ReplayBufferTrainer):
+        return {"minibatch_sampler": SamplerState(buffer)}
+    return {}
 
 
 TRAIN_REWARD_KEY = "train_reward"

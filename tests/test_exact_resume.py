@@ -5,9 +5,11 @@ approximately, and summary.json and the log say so.
 
 How the stops avoid timing races: the first segment runs until its first checkpoint is complete
 (``checksums.json``, written last), then gets SIGINT; it finishes the iteration it is in,
-checkpoints and stops, wherever that is. Everything the stopped run logged up to there and the
-resumed run logged after must equal the uninterrupted run's values; that the stop came before the
-end is asserted (the budget leaves several iterations after the first checkpoint).
+checkpoints and stops, wherever that is (or gets SIGKILL and resumes from its latest complete
+checkpoint). Everything the stopped run logged up to there and the resumed run logged after must
+equal the uninterrupted run's values; that the stop came before the end is asserted (the budget
+leaves several iterations after the first checkpoint). Floats are compared exactly: one thread,
+the same machine, the same operations in the same order.
 """
 
 from __future__ import annotations
@@ -87,9 +89,11 @@ def _first_checkpoint_written(run_dir: Path) -> bool:
     return any((run_dir / "checkpoints").glob("checkpoint-*/checksums.json"))
 
 
-def _stop_at_first_checkpoint(args: list[str], run_dir: Path, *, terminal: bool) -> int:
-    """Start ``xdrl-train``, SIGINT it once its first checkpoint is complete; the frames it
-    stopped at. ``terminal``: its output goes to a pseudo-terminal (a progress bar)."""
+def _stop_at_first_checkpoint(
+    args: list[str], run_dir: Path, *, terminal: bool = False, sig: int = signal.SIGINT
+) -> int:
+    """Start ``xdrl-train``, send ``sig`` once its first checkpoint is complete; the frames it
+    will resume from. ``terminal``: its output goes to a pseudo-terminal (a progress bar)."""
     if terminal:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
@@ -107,16 +111,20 @@ def _stop_at_first_checkpoint(args: list[str], run_dir: Path, *, terminal: bool)
         while not _first_checkpoint_written(run_dir):
             assert proc.poll() is None, "the run ended before its first checkpoint"
             time.sleep(0.01)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=300) == 128 + signal.SIGINT
+        proc.send_signal(sig)
+        assert proc.wait(timeout=300) == (-sig if sig == signal.SIGKILL else 128 + sig)
     finally:
         if proc.poll() is None:
             proc.kill()
         if terminal:
             drain.join(timeout=60)
+    total = int(next(a for a in args if a.startswith("total_frames=")).split("=")[1])
+    if sig == signal.SIGKILL:  # no summary: the latest complete checkpoint is where it resumes
+        assert not (run_dir / "summary.json").exists()
+        done = (run_dir / "checkpoints").glob("checkpoint-*/checksums.json")
+        return max(int(p.parent.name.split("-")[1]) for p in done)
     summary = read_summary(run_dir)
     assert summary["status"] == "interrupted"
-    total = int(next(a for a in args if a.startswith("total_frames=")).split("=")[1])
     assert summary["total_frames"] < total, "stopped at the end: nothing left to resume"
     return int(summary["total_frames"])
 
@@ -165,12 +173,16 @@ def ppo_reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
-@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal-then-pipe"])
+@pytest.mark.parametrize(
+    ("terminal", "sig"),
+    [(False, signal.SIGINT), (True, signal.SIGINT), (False, signal.SIGKILL)],
+    ids=["sigint", "sigint-terminal-then-pipe", "sigkill-after-a-checkpoint"],
+)
 def test_ppo_cartpole_stopped_and_resumed_logs_what_the_uninterrupted_run_logs(
-    tmp_path: Path, ppo_reference: Path, terminal: bool
+    tmp_path: Path, ppo_reference: Path, terminal: bool, sig: int
 ) -> None:
     run_dir = tmp_path / "run"
-    stopped_at = _stop_at_first_checkpoint(PPO, run_dir, terminal=terminal)
+    stopped_at = _stop_at_first_checkpoint(PPO, run_dir, terminal=terminal, sig=sig)
     out = _run(PPO, run_dir)  # the same command, on a pipe (a batch job)
     assert f"at {stopped_at} frames" in out and "Resume is exact" in out
     _assert_same_run(ppo_reference, run_dir, stopped_at)
@@ -181,7 +193,7 @@ def test_sac_pendulum_stopped_in_the_warm_up_and_resumed_logs_what_the_uninterru
 ) -> None:
     reference, run_dir = tmp_path / "reference", tmp_path / "run"
     _run(SAC, reference)
-    stopped_at = _stop_at_first_checkpoint(SAC, run_dir, terminal=False)
+    stopped_at = _stop_at_first_checkpoint(SAC, run_dir)
     assert stopped_at < 256  # inside the random warm-up: the resume finishes it, then trains
     _run(SAC, run_dir)
     _assert_same_run(reference, run_dir, stopped_at)

@@ -144,14 +144,16 @@ def _eval_state(env: EnvBase | None) -> tuple[dict[str, Any] | None, str | None]
     return {"generators": [e.unwrapped.np_random for e in envs], "transform": transform}, None
 
 
-def _load_eval_state(env: EnvBase, state: dict[str, Any]) -> None:
+def _load_eval_state(env: EnvBase, state: dict[str, Any]) -> str | None:
+    """Restore :func:`_eval_state`; why not, when the evaluation envs changed."""
     envs = gym_envs(env)
     if envs is None or len(envs) != len(state["generators"]):
-        return
+        return f"eval.episodes changed ({len(state['generators'])} evaluation envs were saved)"
     for inner, generator in zip(envs, state["generators"], strict=True):
         inner.unwrapped.np_random = generator
     if isinstance(env, TransformedEnv) and state["transform"]:
         env.transform.load_state_dict(state["transform"])
+    return None
 
 
 class EnvState:
@@ -197,10 +199,11 @@ class EnvState:
         train, evaluation = saved["train"], saved["eval"]
         if train is not None:
             self._load_train(train)
+        why = [saved["approximate"]]
         if evaluation and self.eval_env is not None:
-            _load_eval_state(self.eval_env, evaluation)
+            why.append(_load_eval_state(self.eval_env, evaluation))
         self.train_restored = train is not None
-        self.approximate = saved["approximate"]
+        self.approximate = "; ".join(w for w in why if w) or None
 
     def _load_train(self, train: dict[str, Any]) -> None:
         envs = [pickle.loads(b) for b in train["envs"]]  # noqa: S301 - the run's own, verified

@@ -46,6 +46,7 @@ ATTRIBUTES = [
     ("torchrl.record.loggers.wandb", "WandbLogger._create_experiment", "xdrl/loggers.py"),
     ("omegaconf", "DictConfig._get_node", "xdrl/config_check.py"),
     ("atexit", "_run_exitfuncs", "xdrl/cli.py (exit_without_teardown)"),
+    ("torchrl.envs.batched_envs", "BatchedEnvBase", "xdrl/env_state.py"),
 ]
 
 # Attributes only an instance holds, found in the source of the class that sets them.
@@ -55,8 +56,9 @@ SET_IN_SOURCE = [
     ("torchrl.record.loggers.wandb", "WandbLogger", "self._wandb_kwargs", "xdrl/loggers.py"),
     ("torchrl.record.loggers.wandb", "WandbLogger", "self._step_registry", "wandb_hooks.py"),
     ("wandb.sdk.wandb_run", "Run", "self._local_step", "wandb_hooks.py"),
-    ("torchrl.envs", "SerialEnv", "self._envs", "xdrl/trainer_hooks/logging/render.py"),
-    ("torchrl.envs.libs.gym", "GymWrapper", "self._env", "xdrl/trainer_hooks/logging/render.py"),
+    ("torchrl.envs", "SerialEnv", "self._envs", "render.py, xdrl/env_state.py"),
+    ("torchrl.envs.libs.gym", "GymWrapper", "self._env", "render.py, xdrl/env_state.py"),
+    ("torchrl.collectors", "Collector", "self._carrier", "xdrl/env_state.py"),
 ]
 
 

@@ -156,6 +156,7 @@ def _fake_run(resumed_from: str | None, frames: int, evaluations: int, metrics: 
         trainer=SimpleNamespace(collected_frames=frames),
         hook_set=SimpleNamespace(eval_hook_set=eval_set),
         resumed_from=resumed_from,
+        resume_approximate=None,
         logger=None,
     )
 

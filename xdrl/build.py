@@ -27,6 +27,7 @@ from xdrl.checkpointing import (
 )
 from xdrl.collector import VectorCollector, fits
 from xdrl.config_check import check_config
+from xdrl.env_state import EnvState
 from xdrl.envs import reward_weights_of
 from xdrl.errors import ConfigError, first_line
 from xdrl.evaluation_history import EvaluationHistory
@@ -53,6 +54,7 @@ class Run:
     logger: Any
     envs: list[Any] = field(default_factory=list)
     resumed_from: str | None = None
+    resume_approximate: str | None = None  # why a resume is not exact (None: exact)
 
     def close(self) -> None:
         """Close the environments (collector, evaluation); safe to call twice."""
@@ -297,6 +299,8 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
             trainer.register_op(stage, hook)
     for name, module in parts.modules.items():
         trainer.register_module(name, module)
+    env_state = EnvState(train_env, collector, eval_set.environment if eval_set else None)
+    trainer.register_module("env_state", env_state)  # envs mid-episode: an exact resume
     schedule = _lr_schedule(cfg, optimizer)
     if schedule is not None:
         schedule.register(trainer)
@@ -314,12 +318,22 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
 
     # Resume
     resumed = restore(trainer, candidates, config=_resolved(cfg), run_dir=cfg.run_dir)
-    if resumed is not None:
+    if resumed is not None and not env_state.train_restored:  # approximate: fresh episodes
         train_env.set_seed(cfg.seed + int(trainer.collected_frames))
+    if resumed is not None:
+        _log_resume_exactness(env_state.approximate)
     return Run(
         trainer=trainer,
         hook_set=hook_set,
         logger=logger,
         envs=envs,
         resumed_from=str(resumed) if resumed else None,
+        resume_approximate=env_state.approximate if resumed else None,
     )
+
+
+def _log_resume_exactness(approximate: str | None) -> None:
+    if approximate is None:
+        log.info("Resume is exact: envs, episodes in progress and every RNG restored")
+    else:
+        log.warning("Resume is approximate: %s", approximate)

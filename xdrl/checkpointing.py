@@ -60,6 +60,9 @@ OPTIONAL_COMPONENTS = (
     "trainer_module.logging_",
     "trainer_module.evaluation_history",
     "trainer_module.wandb_",
+    "trainer_module.env_state",  # older checkpoints: the resume is approximate (xdrl.env_state)
+    "trainer_module.minibatch_sampler",  # PPO/A2C's sampler, saved since exact resume
+    "trainer_module.target_updater",  # a HardUpdate's step counter, saved since exact resume
 )
 
 

@@ -341,6 +341,17 @@ class VectorCollector(BaseCollector):
         self._frames = int(state_dict["frames"])
         self._iter = int(state_dict["iter"])
 
+    def episode_state(self) -> dict[str, np.ndarray] | None:
+        """The episodes in progress: each sub-env's observation, step count and return so far
+        (None before the first batch); saved by :class:`xdrl.env_state.EnvState`."""
+        if self._state is None:
+            return None
+        return {key: value.copy() for key, value in self._state.items()}
+
+    def load_episode_state(self, state: dict[str, np.ndarray] | None) -> None:
+        """Continue the episodes of :meth:`episode_state` (None: start from a reset)."""
+        self._state = None if state is None else {k: v.copy() for k, v in state.items()}
+
     def shutdown(
         self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
     ) -> None:

@@ -244,6 +244,9 @@ class _Segment:
         }
         if self.run.resumed_from:
             summary["resumed_from"] = self.run.resumed_from
+            summary["resume_exact"] = self.run.resume_approximate is None
+            if self.run.resume_approximate is not None:
+                summary["resume_approximate_reason"] = self.run.resume_approximate
         if error is not None:
             summary["error"] = error
         offline = getattr(self.run.logger, "offline_fallback", None)

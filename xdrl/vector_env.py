@@ -229,6 +229,34 @@ class VectorGymEnv(EnvBase):
             source = {key: value.to(self.device) for key, value in source.items()}
         return TensorDict._new_unsafe(source, batch_size=self.batch_size, device=self.device)
 
+    # State, for an exact resume (xdrl.env_state)
+    @property
+    def envs(self) -> list[gymnasium.Env]:
+        """The gymnasium envs, in batch order."""
+        return self._envs
+
+    def replace_envs(self, envs: Sequence[gymnasium.Env]) -> None:
+        """Step ``envs`` from now on (restored copies of the same envs, same count)."""
+        if len(envs) != len(self._envs):
+            raise ValueError(f"{len(envs)} envs given for a batch of {len(self._envs)}")
+        self._envs = list(envs)
+        self._env = self._envs[0]
+
+    def flags_state(self) -> dict[str, np.ndarray]:
+        """The last observation and done flags of every sub-env (what ``step_numpy`` keeps for
+        the sub-envs it does not step)."""
+        return {
+            "observation": self._obs.copy(),
+            "terminated": self._terminated.copy(),
+            "truncated": self._truncated.copy(),
+        }
+
+    def load_flags_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore :meth:`flags_state`."""
+        self._obs = np.array(state["observation"], dtype=self._obs_dtype)
+        self._terminated = np.array(state["terminated"], dtype=bool)
+        self._truncated = np.array(state["truncated"], dtype=bool)
+
     # Seeding and closing
     def _set_seed(self, seed: int | None) -> None:
         """Reset sub-env ``i`` with ``seed + i`` and seed its action space likewise."""

@@ -43,8 +43,31 @@ def off_policy_hooks(buffer: ReplayBufferTrainer, updater) -> list[tuple[str | N
     return [
         ("batch_process", buffer.extend),
         ("process_optim_batch", buffer.sample),
-        ("post_optim", TargetNetUpdaterHook(updater)),
+        (None, TargetUpdateHook(updater)),
     ]
+
+
+class TargetUpdateHook(TargetNetUpdaterHook):
+    """TorchRL's ``TargetNetUpdaterHook`` after every optimizer step, checkpointed: a
+    ``HardUpdate`` counts steps since its last copy, which an exact resume must keep.
+
+    Args:
+        target_params_updater: a ``SoftUpdate`` or ``HardUpdate``.
+
+    Example:
+        >>> TargetUpdateHook(HardUpdate(loss, value_network_update_interval=10)).register(trainer)
+    """
+
+    def register(self, trainer: Trainer, name: str = "target_updater") -> None:
+        trainer.register_op("post_optim", self)
+        trainer.register_module(name, self)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"counter": int(getattr(self.target_params_updater, "counter", 0))}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if hasattr(self.target_params_updater, "counter"):
+            self.target_params_updater.counter = int(state_dict["counter"])
 
 
 def off_policy_parts(

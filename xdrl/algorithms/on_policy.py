@@ -4,6 +4,7 @@ minibatches drawn without replacement from each batch."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from torchrl.modules import ProbabilisticActor, ValueOperator
@@ -53,6 +54,35 @@ def minibatch_buffer(
         batch_size=minibatch_size,
     )
     return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
+
+
+class SamplerState:
+    """The minibatch sampler's state as a checkpointed module: when a permutation runs out the
+    sampler draws the next one before the checkpoint, so an exact resume needs it. The storage
+    is not saved: every batch overwrites it whole.
+
+    Args:
+        buffer: the ``ReplayBufferTrainer`` of :func:`minibatch_buffer`.
+
+    Example:
+        >>> trainer.register_module("minibatch_sampler", SamplerState(buffer))
+    """
+
+    def __init__(self, buffer: ReplayBufferTrainer) -> None:
+        self.sampler = buffer.replay_buffer.sampler
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self.sampler.state_dict())
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.sampler.load_state_dict(state_dict)
+
+
+def buffer_modules(buffer: ReplayBufferTrainer | WholeBatch) -> dict[str, SamplerState]:
+    """Checkpointed modules of a minibatch buffer (none for :class:`WholeBatch`)."""
+    if isinstance(buffer, ReplayBufferTrainer):
+        return {"minibatch_sampler": SamplerState(buffer)}
+    return {}
 
 
 TRAIN_REWARD_KEY = "train_reward"
@@ -139,5 +169,5 @@ def on_policy_parts(
         hooks=on_policy_hooks(
             loss, buffer, advantage_every_epoch=advantage_every_epoch, scale_hooks=scale_hooks
         ),
-        # no checkpointed buffer: it only ever holds the batch being trained on
+        modules=buffer_modules(buffer),
     )

@@ -76,10 +76,13 @@ class DelayedActorStepper(DetachedOptimizationStepper):
         )
 
     def state_dict(self) -> dict[str, Any]:
-        return {"count": self.count}
+        # the last actor loss is logged again on critic-only steps: an exact resume keeps it
+        return {"count": self.count, "last_actor_loss": self._last_actor_loss.clone()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.count = int(state_dict["count"])
+        if "last_actor_loss" in state_dict:
+            self._last_actor_loss = torch.as_tensor(state_dict["last_actor_loss"]).clone()
 
 
 def build(

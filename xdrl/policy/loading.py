@@ -103,7 +103,7 @@ def _policy_owner(loss_module: Any) -> Any:
 
 
 def _load(checkpoint: Path, run_dir: Path, parts: Any, env: Any) -> None:
-    """Verify the checkpoint, then load the policy (and VecNorm statistics) into ``parts``/``env``."""
+    """Verify the checkpoint, then load its policy (and VecNorm statistics) into parts/env."""
     sink = _EnvState(env)
     components: dict[str, Any] = {POLICY_COMPONENT: _policy_owner(parts.loss_module)}
     normalized = vecnorm_of(env) is not None
@@ -114,9 +114,11 @@ def _load(checkpoint: Path, run_dir: Path, parts: Any, env: Any) -> None:
         loader.load(checkpoint, components=sorted(components))
     except CorruptCheckpoint as err:
         previous = checkpoint_sequence(run_dir, checkpoint)
-        offer = f"; try --checkpoint {previous[0].name.split('-')[1].lstrip('0') or '0'}" if (
-            previous
-        ) else ""
+        offer = (
+            f"; try --checkpoint {previous[0].name.split('-')[1].lstrip('0') or '0'}"
+            if (previous)
+            else ""
+        )
         raise ConfigError("--checkpoint", f"{checkpoint.name} is damaged: {err}{offer}") from None
     except Exception as err:  # noqa: BLE001 - intact files that do not fit the rebuilt policy
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

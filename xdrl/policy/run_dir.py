@@ -35,7 +35,10 @@ def check_run_dir(path: str | Path) -> Path:
     run_dir = Path(path).expanduser()
     if not run_dir.is_dir():
         raise ConfigError("RUN_DIR", f"{run_dir} is not a folder; pass a run dir of xdrl-train")
-    if not (run_dir / ".hydra" / "config.yaml").is_file() and not (run_dir / CHECKPOINT_DIR).is_dir():
+    if (
+        not (run_dir / ".hydra" / "config.yaml").is_file()
+        and not (run_dir / CHECKPOINT_DIR).is_dir()
+    ):
         raise ConfigError(
             "RUN_DIR",
             f"{run_dir} is not a run dir (no .hydra/config.yaml, no checkpoints/); pass the "
@@ -118,8 +121,9 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
         key, sep, _ = item.partition("=")
         if not sep or not key.startswith(("env.", "eval.")):
             raise ConfigError(
-                "overrides", f"{item!r} is not env.KEY=VALUE or eval.KEY=VALUE (e.g. "
-                "env.max_episode_steps=1000)"
+                "overrides",
+                f"{item!r} is not env.KEY=VALUE or eval.KEY=VALUE (e.g. "
+                "env.max_episode_steps=1000)",
             )
         if OmegaConf.select(merged, key, default="__missing__") == "__missing__":
             raise ConfigError(key, f"no such key in the run's config (override {item!r})")
@@ -129,6 +133,6 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
 
 
 def checkpoint_sequence(run_dir: Path, checkpoint: Path) -> list[Path]:
-    """The run's checkpoints older than ``checkpoint``, newest first (offered when it is damaged)."""
+    """The checkpoints older than ``checkpoint``, newest first (offered when it is damaged)."""
     frames = _frames(checkpoint) or 0
     return [p for p in reversed(checkpoints(run_dir)) if (_frames(p) or 0) < frames]

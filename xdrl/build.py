@@ -17,7 +17,13 @@ from torchrl.envs.utils import ExplorationType
 from torchrl.trainers import LRSchedulerHook, Trainer
 
 from xdrl.algorithms.common import AlgorithmParts
-from xdrl.checkpointing import make_checkpointing, restore, resume_candidates, resumed_run_dir
+from xdrl.checkpointing import (
+    BEST_METRIC,
+    make_checkpointing,
+    restore,
+    resume_candidates,
+    resumed_run_dir,
+)
 from xdrl.collector import VectorCollector, fits
 from xdrl.config_check import check_config
 from xdrl.envs import reward_weights_of
@@ -227,6 +233,17 @@ def _resolved(cfg: DictConfig) -> dict[str, Any]:
     return {str(k): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}
 
 
+def _objective_metadata(objective: str, evaluation: dict[str, Any]) -> Any:
+    """Checkpoint metadata: the latest evaluation's ``objective`` (``checkpoint.keep_best``)."""
+
+    def metadata(_trainer: Trainer) -> dict[str, float]:
+        eval_set = evaluation.get("set")
+        value = eval_set.last_metrics.get(objective) if eval_set is not None else None
+        return {BEST_METRIC: float(value)} if value is not None else {}
+
+    return metadata
+
+
 def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
     """Turn the composed config into a ready-to-train TorchRL Trainer with xdrl's hooks.
 
@@ -261,10 +278,14 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
 
     # Checkpoints
     checkpoint = rotation = None
+    evaluation: dict[str, Any] = {}  # the evaluation hook set, once built (checkpoint metadata)
     if cfg.checkpoint.enabled:
         _positive(cfg.checkpoint.interval_frames, "checkpoint.interval_frames")
         checkpoint, rotation = make_checkpointing(
-            cfg.run_dir, cfg.checkpoint.keep_last, config=_resolved(cfg)
+            cfg.run_dir,
+            cfg.checkpoint.keep_last,
+            config=_resolved(cfg),
+            keep_best=cfg.checkpoint.keep_best and cfg.eval.enabled,
         )
 
     # Trainer
@@ -287,11 +308,13 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
         auto_log_optim_steps=False,
         checkpoint=checkpoint,
         checkpoint_rotation=rotation,
+        checkpoint_metadata=_objective_metadata(cfg.objective, evaluation) if rotation else None,
         save_trainer_interval=cfg.checkpoint.interval_frames if checkpoint else cfg.total_frames,
     )
 
     # Hooks: timers first, the algorithm's own, then xdrl's logging and evaluation
     eval_set = build_evaluation(cfg, env_factory, parts, logger, envs)
+    evaluation["set"] = eval_set
     hook_set = LoggingHookSet(
         group=cfg.logging.group,
         frame_skip=cfg.env.frame_skip,

@@ -111,12 +111,14 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
         "enabled": (bool, True),
         "interval_frames": (PositiveInt, 50_000),
         "keep_last": (PositiveInt, 2),
+        "keep_best": (bool, True),
     },
     "logging": {
         "logger": (dict | None, "null"),
         "group": (Annotated[str, Field(min_length=1)], "agents"),
         "reduce_stats": (_OPT_BOOL, "null"),
         "progress_interval_s": (PositiveFloat, 30),
+        "log_model": (bool, False),
     },
     "algorithm": {
         "build": (dict, "{_target_: xdrl.algorithms.ppo.build, ...}"),

@@ -202,12 +202,15 @@ def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
         }
         if run_.resumed_from:
             summary["resumed_from"] = run_.resumed_from
+        best = _best_checkpoint(trainer)
+        if best is not None:
+            summary["best_checkpoint"] = best  # checkpoint.keep_best; xdrl-eval --checkpoint best
         if error is not None:
             summary["error"] = error
         offline = getattr(run_.logger, "offline_fallback", None)
         if offline:
             summary["wandb_offline"] = offline  # W&B could not reach its server: `wandb sync` it
-        _close(cfg.run_dir, run_, summary)
+        _close(cfg.run_dir, run_, summary, log_model=cfg.logging.log_model)
     if stop.interrupted:
         saved = (
             "checkpoint and logs written; run the same command again to continue"
@@ -225,7 +228,19 @@ def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
     return float(objective) if objective is not None else None
 
 
-def _close(run_dir: str, run_: Run, summary: dict[str, Any]) -> None:
+def _best_checkpoint(trainer: Any) -> str | None:
+    """The folder name of the best evaluation's checkpoint (None without keep_best)."""
+    rotation = getattr(trainer, "checkpoint_rotation", None)
+    if rotation is None or rotation.keep_best is None:
+        return None
+    try:
+        best = rotation.best()
+    except OSError:
+        return None
+    return best.name if best is not None else None
+
+
+def _close(run_dir: str, run_: Run, summary: dict[str, Any], log_model: bool = False) -> None:
     """Write summary.json, close the envs, finish W&B; an I/O error here is logged, not raised."""
     try:
         path = write_summary(run_dir, summary)
@@ -233,4 +248,8 @@ def _close(run_dir: str, run_: Run, summary: dict[str, Any]) -> None:
     except OSError as err:
         log.error("Could not write the summary: %s", _io_error_line(err, run_dir))
     run_.close()
+    if log_model and summary["status"] == "completed":
+        from xdrl.policy.wandb_model import log_model as upload
+
+        upload(run_dir, Path(run_dir) / SUMMARY_FILE)
     _finish_wandb()

@@ -10,8 +10,11 @@ with a dynamic batch dimension: ONNX through ``torch.onnx.export(..., dynamo=Tru
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
+import io
+import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,6 @@ from xdrl.errors import ConfigError
 from xdrl.policy.loading import LoadedPolicy
 
 FORMATS = ("onnx", "pt2", "torchscript")
-EXPORT_EXTRA = ("onnx", "onnxruntime", "onnxscript")
 INPUT_NAME = "observation"
 OUTPUT_NAME = "action"
 CONTINUOUS_TOLERANCE = 1e-5
@@ -31,11 +33,6 @@ CHECK_OBSERVATIONS = 1000
 
 class ExportError(Exception):
     """A policy that cannot be exported, or an exported file that does not act as the policy."""
-
-
-def missing_export_packages() -> list[str]:
-    """The packages of the ``export`` extra that are not installed."""
-    return [name for name in EXPORT_EXTRA if importlib.util.find_spec(name) is None]
 
 
 def sample_observations(config: dict[str, Any], n: int = CHECK_OBSERVATIONS, seed: int = 0):
@@ -106,15 +103,22 @@ def _write(program: Any, fmt: str, out: Path, example: torch.Tensor) -> None:
         traced = torch.jit.trace(program.module(), (example,), check_trace=False)
         torch.jit.save(traced, str(out))
     else:
-        torch.onnx.export(
-            program,
-            (example,),
-            str(out),
-            dynamo=True,
-            input_names=[INPUT_NAME],
-            output_names=[OUTPUT_NAME],
-            verbose=False,
-        )
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # progress lines and torchvision-op notices
+            _onnx_export(program, example, out)
+
+
+def _onnx_export(program: Any, example: torch.Tensor, out: Path) -> None:
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # "torchvision is not installed"
+    torch.onnx.export(
+        program,
+        (example,),
+        str(out),
+        dynamo=True,
+        input_names=[INPUT_NAME],
+        output_names=[OUTPUT_NAME],
+        verbose=False,
+    )
 
 
 def _reload(fmt: str, out: Path, observations: np.ndarray) -> np.ndarray:

@@ -117,6 +117,7 @@ def _onnx_export(program: Any, example: torch.Tensor, out: Path) -> None:
         dynamo=True,
         input_names=[INPUT_NAME],
         output_names=[OUTPUT_NAME],
+        external_data=False,  # one self-contained file (weights inside)
         verbose=False,
     )
 

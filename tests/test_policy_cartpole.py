@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli, read_summary
+from tests.conftest import read_summary, run_cli
 
 BIN = Path(sys.executable).parent
 ONNX_PLAYER = """

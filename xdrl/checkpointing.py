@@ -178,6 +178,9 @@ class BestRotation(CheckpointRotation):
     first evaluation: a save whose metadata has no objective yet is kept by ``keep_last`` alone
     and never counts as the best (TorchRL's rotation refuses such a save)."""
 
+    keep_best: Any
+    keep_last: int
+
     def save(self, checkpoint: Any, *, step: int, metadata: Any = None, **kwargs: Any) -> Path:
         if self.keep_best is None or BEST_METRIC in (metadata or {}):
             return super().save(checkpoint, step=step, metadata=metadata, **kwargs)

@@ -48,7 +48,7 @@ def sample_observations(config: dict[str, Any], n: int = CHECK_OBSERVATIONS, see
         kwargs["max_episode_steps"] = env_cfg["max_episode_steps"]
     env = gymnasium.make(env_cfg["id"], **kwargs)
     env.action_space.seed(seed)
-    observations = []
+    observations: list[np.ndarray] = []
     obs, _ = env.reset(seed=seed)
     while len(observations) < n:
         observations.append(np.asarray(obs, dtype=np.float32))

@@ -47,7 +47,8 @@ class DeterministicPolicy(nn.Module):
         observation = observation.to(torch.float32)
         if not self.normalized:
             return observation
-        return (observation - self.loc) / self.scale
+        loc, scale = self.get_buffer("loc"), self.get_buffer("scale")
+        return (observation - loc) / scale
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         from tensordict import TensorDict

@@ -116,7 +116,7 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
     """``env.KEY=VALUE`` / ``eval.KEY=VALUE`` overrides (Hydra's syntax, existing keys only)."""
     from omegaconf import OmegaConf
 
-    merged = OmegaConf.create(config)
+    merged: Any = OmegaConf.create(config)
     for item in overrides:
         key, sep, _ = item.partition("=")
         if not sep or not key.startswith(("env.", "eval.")):

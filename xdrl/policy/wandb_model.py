@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -16,7 +17,7 @@ MODEL_FILE = "policy.onnx"
 def log_model(run_dir: str | Path, summary_file: str | Path) -> Path | None:
     """Export and log the policy; returns the ONNX file (None: no active W&B run or no
     checkpoint). A failure is logged, never raised: the run itself already finished."""
-    wandb = sys.modules.get("wandb")
+    wandb: Any = sys.modules.get("wandb")
     run = getattr(wandb, "run", None) if wandb is not None else None
     if run is None:
         log.warning("logging.log_model: no active W&B run; nothing uploaded")

@@ -110,6 +110,7 @@ def write_mp4(frames: list[np.ndarray], path: str | Path, fps: int) -> Path:
     import imageio.v2 as imageio
 
     path = Path(path)
+    writer: Any
     with imageio.get_writer(str(path), fps=fps, codec="libx264", macro_block_size=1) as writer:
         for frame in frames:
             writer.append_data(frame if frame.shape[-1] == 3 else np.repeat(frame, 3, -1))

@@ -135,3 +135,23 @@ def test_bad_export_input_one_line_exit_2(tmp_path: Path, monkeypatch, capsys) -
     err = capsys.readouterr().err
     assert "pip install 'xdrl[export]'" in err and "onnxruntime" in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_wandb_log_model_records_onnx_and_summary_artifact(tmp_path: Path) -> None:
+    import base64
+    import hashlib
+
+    from tests.wandb_reader import offline_runs, read_records
+
+    run_dir = _train(tmp_path, "wb", "logging=wandb", "logging.log_model=true")
+    onnx_file, summary = run_dir / "policy.onnx", run_dir / "summary.json"
+    assert onnx_file.is_file() and summary.is_file()
+    (run,) = offline_runs(run_dir)
+    (artifact,) = [r["artifact"] for r in read_records(run) if r.get("type") == "artifact"]
+    assert artifact["type"] == "model"
+    contents = {c["path"]: c["digest"] for c in artifact["manifest"]["contents"]}
+    for path in (onnx_file, summary):  # W&B's digest: base64 of the file's md5
+        digest = base64.b64encode(hashlib.md5(path.read_bytes()).digest()).decode()
+        assert contents[path.name] == digest
+        assert (run / "files" / path.name).read_bytes() == path.read_bytes()
+    assert (_onnx_actions(onnx_file, np.zeros((3, 4), np.float32)).shape) == (3,)

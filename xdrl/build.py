@@ -345,7 +345,8 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
         ).register(trainer)
     is_wandb = isinstance(logger, WandbLogger)
     WandbFlushHook(enabled=is_wandb).register(trainer)
-    WandbFinishHook(enabled=is_wandb).register(trainer)
+    # logging.log_model: W&B stays open until run.py has logged the model (it finishes W&B then)
+    WandbFinishHook(enabled=is_wandb and not cfg.logging.log_model).register(trainer)
 
     # Resume
     resumed = restore(trainer, candidates, config=_resolved(cfg), run_dir=cfg.run_dir)

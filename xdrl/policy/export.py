@@ -110,6 +110,8 @@ def _write(program: Any, fmt: str, out: Path, example: torch.Tensor) -> None:
 
 def _onnx_export(program: Any, example: torch.Tensor, out: Path) -> None:
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # "torchvision is not installed"
+    for name in ("onnx_ir", "onnxscript"):  # a line per optimization pass
+        logging.getLogger(name).setLevel(logging.WARNING)
     torch.onnx.export(
         program,
         (example,),

@@ -1,6 +1,7 @@
 """``logging.log_model: true``: at the end of a W&B run, export the newest checkpoint's policy as
 ONNX into the run dir and log it with ``summary.json`` as a ``model`` artifact of the run (in
-offline mode W&B keeps the artifact with the run's files until ``wandb sync``)."""
+offline mode the artifact is recorded in the run's log and both files are copied into the
+offline run's ``files/``, for ``wandb sync``)."""
 
 from __future__ import annotations
 
@@ -46,5 +47,9 @@ def log_model(run_dir: str | Path, summary_file: str | Path) -> Path | None:
     if Path(summary_file).is_file():
         artifact.add_file(str(summary_file))
     run.log_artifact(artifact)
+    if getattr(run.settings, "mode", None) == "offline":  # a copy in the run's own files/
+        for path in (out, Path(summary_file)):
+            if path.is_file():
+                run.save(str(path), base_path=str(path.parent), policy="now")
     log.info("logging.log_model: logged %s and %s as artifact %s", out, summary_file, artifact.name)
     return out

@@ -134,3 +134,28 @@ class _State:
 
     def load_state_dict(self, state: dict) -> None:
         self.state.update(state)
+
+
+def test_video_records_the_first_episode(dst_run: Path, tmp_path: Path) -> None:
+    import imageio.v2 as imageio
+
+    video = tmp_path / "eval.mp4"
+    out = tmp_path / "eval.json"
+    result = _eval(
+        str(dst_run), "--episodes", "2", "--video", str(video), "--json", str(out), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out.read_text())
+    frames = imageio.get_reader(str(video)).count_frames()
+    assert record["video"] == str(video) and frames >= record["lengths"][0]
+
+
+@pytest.mark.parametrize("module", ["xdrl.policy.eval_cli", "xdrl.policy.export_cli"])
+def test_help_imports_no_torch(module: str) -> None:
+    code = (
+        f"import sys\nfrom {module} import main\ntry:\n    main(['--help'])\n"
+        "except SystemExit as e:\n    assert e.code == 0\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\nprint('ok')"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr

@@ -12,6 +12,7 @@ import onnxruntime
 import pytest
 import torch
 from tensordict import TensorDict
+from torchrl.checkpoint import Checkpoint
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from tests.conftest import run_cli
@@ -62,6 +63,27 @@ def _torch_actions(run_dir: Path, observations: np.ndarray) -> np.ndarray:
         policy.close()
 
 
+class _Capture:
+    """Receives one checkpoint component's state dict as saved."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.state = state
+
+
+def _assert_weights_loaded(run_dir: Path) -> None:
+    """The rebuilt evaluation policy holds the checkpoint's saved policy tensors."""
+    policy = load_run(run_dir)
+    saved = _Capture()
+    Checkpoint(policy=saved).load(policy.checkpoint, components=["policy"])
+    weights = policy.module.state_dict()
+    assert saved.state and set(saved.state) == set(weights)
+    assert all(torch.equal(saved.state[k], weights[k]) for k in weights)
+    policy.close()
+
+
 def _onnx_actions(path: Path, observations: np.ndarray) -> np.ndarray:
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (inp,), (out,) = session.get_inputs(), session.get_outputs()
@@ -82,6 +104,7 @@ def test_discrete_onnx_equals_torch_and_other_formats(tmp_path: Path) -> None:
     actions = _onnx_actions(tmp_path / "policy.onnx", observations)
     assert actions.dtype == np.int64 and actions.shape == (1000,)
     assert (actions == expected).all()
+    _assert_weights_loaded(run_dir)
     assert len(set(expected.tolist())) == 2  # both actions occur: the check can fail
     loaded = torch.export.load(str(tmp_path / "policy.pt2")).module()
     assert (loaded(torch.from_numpy(observations)).numpy() == expected).all()
@@ -111,6 +134,7 @@ def test_continuous_onnx_within_1e5_and_bounds(tmp_path: Path, algorithm: str, n
     assert np.abs(actions - expected).max() <= 1e-5
     assert actions.min() >= -2.0 and actions.max() <= 2.0
     assert np.ptp(actions) > 1e-3  # the actions depend on the observation
+    _assert_weights_loaded(run_dir)
     if normalize:  # the statistics are inside: raw observations without them act differently
         policy = load_run(run_dir)
         stats = vecnorm_of(policy.env)
@@ -155,3 +179,29 @@ def test_wandb_log_model_records_onnx_and_summary_artifact(tmp_path: Path) -> No
         assert contents[path.name] == digest
         assert (run / "files" / path.name).read_bytes() == path.read_bytes()
     assert (_onnx_actions(onnx_file, np.zeros((3, 4), np.float32)).shape) == (3,)
+
+
+class _Untraceable(torch.nn.Module):
+    """A policy piece with Python control flow on a tensor value (as a future recurrent or pixel
+    policy might have): torch.export cannot trace it."""
+
+    def forward(self, data: TensorDict) -> TensorDict:
+        if float(data["observation"].sum()) > 0:
+            data["action"] = torch.zeros(data.batch_size, dtype=torch.int64)
+        else:
+            data["action"] = torch.ones(data.batch_size, dtype=torch.int64)
+        return data
+
+
+def test_untraceable_policy_fails_naming_the_part(tmp_path: Path) -> None:
+    from xdrl.policy.export import ExportError, export_policy
+
+    run_dir = _train(tmp_path, "ppo")
+    policy = load_run(run_dir)
+    policy.deterministic_module.actor = _Untraceable()
+    policy.module = policy.deterministic_module.actor
+    out = tmp_path / "x.onnx"
+    with pytest.raises(ExportError, match="_Untraceable does not trace with torch.export"):
+        export_policy(policy, "onnx", out)
+    policy.close()
+    assert not out.exists() and not list(tmp_path.glob(".x*"))

@@ -105,6 +105,7 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
         self._last_eval_frames = 0
         self._pending_eval_time = 0.0
         self._base = f"{EVAL_PREFIX}/{metric_subgroup}"
+        self._recorder = FrameRecorder(environment, self.render_kwargs, label=self._base)
 
     # Rendering (tests and callers reach the frame helpers through the hook)
     _to_frame_array = staticmethod(_render.to_frame_array)
@@ -115,7 +116,7 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
     # Evaluation
     def _evaluate_once(self, step: int) -> dict[str, float]:
         start = time.perf_counter()
-        recorder = FrameRecorder(self.environment, self.render_kwargs, label=self._base)
+        recorder = self._recorder
         with self._eval_mode():
             rollout = evaluation_rollout(
                 self.environment,

@@ -159,3 +159,12 @@ def test_help_imports_no_torch(module: str) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr
+
+
+def test_import_xdrl_stays_light_until_load_policy() -> None:
+    code = (
+        "import sys\nimport xdrl\nassert 'torch' not in sys.modules\n"
+        "assert callable(xdrl.load_policy) and 'torch' in sys.modules\nprint('ok')"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr

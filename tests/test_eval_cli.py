@@ -168,3 +168,15 @@ def test_import_xdrl_stays_light_until_load_policy() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr
+
+
+def test_checkpoint_metric_only_from_an_evaluation_at_the_save() -> None:
+    from types import SimpleNamespace
+
+    from xdrl.build import _objective_metadata
+
+    evaluation = {"set": SimpleNamespace(last_eval_frames=512, last_metrics={"eval/x": 3.0})}
+    metadata = _objective_metadata("eval/x", evaluation)
+    assert metadata(SimpleNamespace(collected_frames=512)) == {BEST_METRIC: 3.0}
+    assert metadata(SimpleNamespace(collected_frames=768)) == {}  # stale: the weights moved on
+    assert _objective_metadata("eval/y", evaluation)(SimpleNamespace(collected_frames=512)) == {}

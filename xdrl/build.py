@@ -234,11 +234,14 @@ def _resolved(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _objective_metadata(objective: str, evaluation: dict[str, Any]) -> Any:
-    """Checkpoint metadata: the latest evaluation's ``objective`` (``checkpoint.keep_best``)."""
+    """Checkpoint metadata for ``checkpoint.keep_best``: ``objective`` of an evaluation taken at
+    the save's own frame count (a save between evaluations carries none: no stale metric)."""
 
-    def metadata(_trainer: Trainer) -> dict[str, float]:
+    def metadata(trainer: Trainer) -> dict[str, float]:
         eval_set = evaluation.get("set")
-        value = eval_set.last_metrics.get(objective) if eval_set is not None else None
+        if eval_set is None or eval_set.last_eval_frames != trainer.collected_frames:
+            return {}
+        value = eval_set.last_metrics.get(objective)
         return {BEST_METRIC: float(value)} if value is not None else {}
 
     return metadata

@@ -107,6 +107,11 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
         self._base = f"{EVAL_PREFIX}/{metric_subgroup}"
         self._recorder = FrameRecorder(environment, self.render_kwargs, label=self._base)
 
+    @property
+    def last_eval_frames(self) -> int:
+        """Collected frames at the latest evaluation (0 before any)."""
+        return self._last_eval_frames
+
     # Rendering (tests and callers reach the frame helpers through the hook)
     _to_frame_array = staticmethod(_render.to_frame_array)
 

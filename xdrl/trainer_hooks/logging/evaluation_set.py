@@ -94,6 +94,11 @@ class LoggingEvaluationHookSet:
             merged.update(hook.last_metrics)
         return merged
 
+    @property
+    def last_eval_frames(self) -> int:
+        """Collected frames at the latest evaluation every subgroup took part in."""
+        return min((hook.last_eval_frames for hook in self.hooks), default=0)
+
     def _register_ops(self, trainer: Trainer) -> None:
         for hook in self.hooks:
             hook._register_ops(trainer)

@@ -39,6 +39,12 @@ def _train(tmp_path: Path, name: str, *overrides: str) -> Path:
     return run_dir
 
 
+@pytest.fixture(scope="module")
+def ppo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny PPO CartPole run (two batches)."""
+    return _train(tmp_path_factory.mktemp("ppo"), "ppo")
+
+
 def _export(run_dir: Path, fmt: str, out: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(BIN / "xdrl-export"), str(run_dir), "--format", fmt, "--out", str(out)],
@@ -92,8 +98,8 @@ def _onnx_actions(path: Path, observations: np.ndarray) -> np.ndarray:
     return session.run(["action"], {"observation": observations})[0]
 
 
-def test_discrete_onnx_equals_torch_and_other_formats(tmp_path: Path) -> None:
-    run_dir = _train(tmp_path, "ppo")
+def test_discrete_onnx_equals_torch_and_other_formats(ppo_run: Path, tmp_path: Path) -> None:
+    run_dir = ppo_run
     observations = sample_observations({"env": {"id": "CartPole-v1"}}, 1000, seed=3)
     expected = _torch_actions(run_dir, observations)
     for fmt in ("onnx", "pt2", "torchscript"):
@@ -193,11 +199,10 @@ class _Untraceable(torch.nn.Module):
         return data
 
 
-def test_untraceable_policy_fails_naming_the_part(tmp_path: Path) -> None:
+def test_untraceable_policy_fails_naming_the_part(ppo_run: Path, tmp_path: Path) -> None:
     from xdrl.policy.export import ExportError, export_policy
 
-    run_dir = _train(tmp_path, "ppo")
-    policy = load_run(run_dir)
+    policy = load_run(ppo_run)
     policy.deterministic_module.actor = _Untraceable()
     policy.module = policy.deterministic_module.actor
     out = tmp_path / "x.onnx"

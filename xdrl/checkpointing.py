@@ -169,8 +169,10 @@ def verify(checkpoint: Path) -> None:
             raise CorruptCheckpoint(path, err.strerror or str(err)) from None
 
 
-# Manifest metadata key holding the run's objective at each save (checkpoint.keep_best).
+# Manifest metadata key holding the run's objective at each save (checkpoint.keep_best), and the
+# summary.json key naming the best checkpoint.
 BEST_METRIC = "objective"
+BEST_SUMMARY_KEY = "best_checkpoint"
 
 
 class BestRotation(CheckpointRotation):

@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from xdrl.build import Run, build_trainer
+from xdrl.checkpointing import BEST_SUMMARY_KEY
 from xdrl.errors import RunError
 from xdrl.process import ProcessSettings
 from xdrl.run_lock import RunDirLock
@@ -204,7 +205,7 @@ def _run(cfg: DictConfig, *, interactive: bool) -> float | None:
             summary["resumed_from"] = run_.resumed_from
         best = _best_checkpoint(trainer)
         if best is not None:
-            summary["best_checkpoint"] = best  # checkpoint.keep_best; xdrl-eval --checkpoint best
+            summary[BEST_SUMMARY_KEY] = best  # checkpoint.keep_best; xdrl-eval --checkpoint best
         if error is not None:
             summary["error"] = error
         offline = getattr(run_.logger, "offline_fallback", None)

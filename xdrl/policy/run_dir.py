@@ -1,5 +1,5 @@
-"""A run dir's checkpoints and saved config, read without torch: which checkpoint ``last``,
-``best``, a frame count or a path means, and the config it was written under."""
+"""A run dir's checkpoints and saved config: which checkpoint ``last``, ``best``, a frame count
+or a path means, and the config it was written under."""
 
 from __future__ import annotations
 
@@ -10,12 +10,9 @@ from typing import Any
 
 import yaml
 
+from xdrl.checkpointing import BEST_SUMMARY_KEY, CHECKPOINT_DIR, CONFIG_FILE
 from xdrl.errors import ConfigError
-
-CHECKPOINT_DIR = "checkpoints"
-CONFIG_FILE = "config.yaml"  # written into every checkpoint by VerifiedCheckpoint
-SUMMARY_FILE = "summary.json"
-BEST_KEY = "best_checkpoint"  # summary.json: the checkpoint of the best evaluation
+from xdrl.run import SUMMARY_FILE
 
 
 def _frames(path: Path) -> int | None:
@@ -79,7 +76,7 @@ def _best(run_dir: Path, found: list[Path]) -> Path:
     name = None
     if summary.is_file():
         try:
-            name = json.loads(summary.read_text()).get(BEST_KEY)
+            name = json.loads(summary.read_text()).get(BEST_SUMMARY_KEY)
         except ValueError:
             name = None
     if name is None or not (run_dir / CHECKPOINT_DIR / name).is_dir():

@@ -19,6 +19,7 @@ from torchrl.trainers import LRSchedulerHook, Trainer
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.checkpointing import (
+    BEST_METRIC,
     check_before_resume,
     make_checkpointing,
     restore,
@@ -219,6 +220,20 @@ def _resolved(cfg: DictConfig) -> dict[str, Any]:
     return {str(k): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}
 
 
+def _objective_metadata(objective: str, evaluation: dict[str, Any]) -> Any:
+    """Checkpoint metadata for ``checkpoint.keep_best``: ``objective`` of an evaluation taken at
+    the save's own frame count (a save between evaluations carries none: no stale metric)."""
+
+    def metadata(trainer: Trainer) -> dict[str, float]:
+        eval_set = evaluation.get("set")
+        if eval_set is None or eval_set.last_eval_frames != trainer.collected_frames:
+            return {}
+        value = eval_set.last_metrics.get(objective)
+        return {BEST_METRIC: float(value)} if value is not None else {}
+
+    return metadata
+
+
 def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
     """Turn the composed config into a ready-to-train TorchRL Trainer with xdrl's hooks.
 
@@ -254,9 +269,13 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
 
     # Checkpoints
     checkpoint = rotation = None
+    evaluation: dict[str, Any] = {}  # the evaluation hook set, once built (checkpoint metadata)
     if cfg.checkpoint.enabled:
         checkpoint, rotation = make_checkpointing(
-            cfg.run_dir, cfg.checkpoint.keep_last, config=_resolved(cfg)
+            cfg.run_dir,
+            cfg.checkpoint.keep_last,
+            config=_resolved(cfg),
+            keep_best=cfg.checkpoint.keep_best and cfg.eval.enabled,
         )
 
     # Trainer
@@ -277,11 +296,13 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
         auto_log_optim_steps=False,
         checkpoint=checkpoint,
         checkpoint_rotation=rotation,
+        checkpoint_metadata=_objective_metadata(cfg.objective, evaluation) if rotation else None,
         save_trainer_interval=cfg.checkpoint.interval_frames if checkpoint else cfg.total_frames,
     )
 
     # Hooks: timers first, the algorithm's own, then xdrl's logging and evaluation
     eval_set = build_evaluation(cfg, env_factory, parts, logger, envs)
+    evaluation["set"] = eval_set
     hook_set = LoggingHookSet(
         group=cfg.logging.group,
         frame_skip=cfg.env.frame_skip,
@@ -314,7 +335,8 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
         ).register(trainer)
     is_wandb = isinstance(logger, WandbLogger)
     WandbFlushHook(enabled=is_wandb).register(trainer)
-    WandbFinishHook(enabled=is_wandb).register(trainer)
+    # logging.log_model: W&B stays open until run.py has logged the model (it finishes W&B then)
+    WandbFinishHook(enabled=is_wandb and not cfg.logging.log_model).register(trainer)
 
     # Resume
     resumed = restore(trainer, candidates, config=_resolved(cfg), run_dir=cfg.run_dir)

@@ -159,12 +159,41 @@ def verify(checkpoint: Path) -> None:
             raise CorruptCheckpoint(path, err.strerror or str(err)) from None
 
 
+# Manifest metadata key holding the run's objective at each save (checkpoint.keep_best), and the
+# summary.json key naming the best checkpoint.
+BEST_METRIC = "objective"
+BEST_SUMMARY_KEY = "best_checkpoint"
+
+
+class BestRotation(CheckpointRotation):
+    """TorchRL's ``CheckpointRotation(keep_best=(BEST_METRIC, "max"))`` that also saves before the
+    first evaluation: a save whose metadata has no objective yet is kept by ``keep_last`` alone
+    and never counts as the best (TorchRL's rotation refuses such a save)."""
+
+    keep_best: Any
+    keep_last: int
+
+    def save(self, checkpoint: Any, *, step: int, metadata: Any = None, **kwargs: Any) -> Path:
+        if self.keep_best is None or BEST_METRIC in (metadata or {}):
+            return super().save(checkpoint, step=step, metadata=metadata, **kwargs)
+        keep_best, keep_last = self.keep_best, self.keep_last
+        self.keep_best, self.keep_last = None, 1 << 30  # save without pruning, then prune
+        try:
+            path = super().save(checkpoint, step=step, metadata=metadata, **kwargs)
+        finally:
+            self.keep_best, self.keep_last = keep_best, keep_last
+        self.prune()
+        return path
+
+
 def make_checkpointing(
-    run_dir: str, keep_last: int, config: Mapping[str, Any]
+    run_dir: str, keep_last: int, config: Mapping[str, Any], keep_best: bool = False
 ) -> tuple[VerifiedCheckpoint, CheckpointRotation]:
-    """A verified Checkpoint (with TorchRL's RNG states) rotated under ``<run_dir>/checkpoints``."""
+    """A verified Checkpoint (with TorchRL's RNG states) rotated under ``<run_dir>/checkpoints``;
+    ``keep_best`` also keeps the save with the highest ``BEST_METRIC`` metadata."""
     checkpoint = VerifiedCheckpoint(config=config, rng=GlobalRNGState())
-    rotation = CheckpointRotation(Path(run_dir) / CHECKPOINT_DIR, keep_last=keep_last)
+    best = (BEST_METRIC, "max") if keep_best else None
+    rotation = BestRotation(Path(run_dir) / CHECKPOINT_DIR, keep_last=keep_last, keep_best=best)
     return checkpoint, rotation
 
 

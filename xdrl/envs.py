@@ -442,7 +442,11 @@ def make_env(
         transforms.append(LineariseRewards(in_keys=["reward"], weights=weights))
     transforms.append(InitTracker())
     if normalize_observations:
-        transforms.append(VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-6))
+        # One set of statistics over all sub-envs (not one per sub-env), so an evaluation env or an
+        # exported policy with another batch size can use them.
+        transforms.append(
+            VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-6, reduce_batch_dims=True)
+        )
     # VectorEnv: a TransformedEnv with a NumPy path for evaluation rollouts
     env_cls = VectorEnv if isinstance(base, VectorGymEnv) else TransformedEnv
     env = env_cls(base, Compose(*transforms))

@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from xdrl.build import Run, build_trainer
-from xdrl.checkpointing import RunComplete, resumed_run_dir
+from xdrl.checkpointing import BEST_SUMMARY_KEY, RunComplete, resumed_run_dir
 from xdrl.errors import RunError, first_line, trace_to_log_files
 from xdrl.files import SUMMARY_FILE, write_atomically
 from xdrl.loggers import close_logger
@@ -172,7 +172,7 @@ def _run(
         eval_metrics = segment.eval_metrics()
         frames = int(trainer.collected_frames)
         summary = segment.summary(status, error, eval_metrics)
-        _close(cfg.run_dir, run_, summary)
+        _close(cfg.run_dir, run_, summary, log_model=cfg.logging.log_model)
     if stop.interrupted:
         saved = (
             "checkpoint and logs written; run the same command again to continue"
@@ -247,6 +247,9 @@ class _Segment:
             summary["resume_exact"] = self.run.resume_approximate is None
             if self.run.resume_approximate is not None:
                 summary["resume_approximate_reason"] = self.run.resume_approximate
+        best = _best_checkpoint(self.run.trainer)
+        if best is not None:
+            summary[BEST_SUMMARY_KEY] = best  # checkpoint.keep_best; xdrl-eval --checkpoint best
         if error is not None:
             summary["error"] = error
         offline = getattr(self.run.logger, "offline_fallback", None)
@@ -291,7 +294,19 @@ def _already_complete(cfg: DictConfig, done: RunComplete) -> float | None:
     return float(objective) if isinstance(objective, int | float) else None
 
 
-def _close(run_dir: str, run_: Run, summary: dict[str, Any]) -> None:
+def _best_checkpoint(trainer: Any) -> str | None:
+    """The folder name of the best evaluation's checkpoint (None without keep_best)."""
+    rotation = getattr(trainer, "checkpoint_rotation", None)
+    if rotation is None or rotation.keep_best is None:
+        return None
+    try:
+        best = rotation.best()
+    except OSError:
+        return None
+    return best.name if best is not None else None
+
+
+def _close(run_dir: str, run_: Run, summary: dict[str, Any], log_model: bool = False) -> None:
     """Write summary.json, close the envs and the logger (W&B is finished); an I/O error here is
     logged, not raised."""
     try:
@@ -300,4 +315,8 @@ def _close(run_dir: str, run_: Run, summary: dict[str, Any]) -> None:
     except OSError as err:
         log.error("Could not write the summary: %s", _io_error_line(err, run_dir))
     run_.close()
+    if log_model and summary["status"] == "completed":
+        from xdrl.policy.wandb_model import log_model as upload
+
+        upload(run_dir, Path(run_dir) / SUMMARY_FILE)
     close_logger(run_.logger)

@@ -5,30 +5,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import torch
 from tensordict import TensorDictBase
-from torchrl.envs.utils import ExplorationType, set_exploration_type
-from torchrl.trainers.trainers import Trainer, TrainerHookBase
+from torchrl.trainers.trainers import Trainer
+
+from xdrl.trainer_hooks.base import XdrlHook
 
 from . import render as _render
-from ._common import (
-    DEFAULT_DONE_KEY,
-    DEFAULT_EPISODE_REWARD_KEY,
-    DEFAULT_REWARD_KEY,
-    EPISODE_LEN_NAME,
-    EPISODE_REWARD_NAME,
-    EVAL_PREFIX,
-    REWARD_SUBKEY,
-    VIDEO_NAME,
-    _per_objective,
-    _reduce,
-)
-from .wandb_hooks import _is_wandb_logger
+from ._common import EVAL_PREFIX, VIDEO_NAME
+from .evaluation_metrics import evaluation_rollout, rollout_metrics
+from .video import FrameRecorder, log_video
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +32,7 @@ def close_env(env: Any) -> None:
         log.warning("closing the evaluation env failed: %s", err)
 
 
-class LoggingEvaluationMetricsHook(TrainerHookBase):
+class LoggingEvaluationMetricsHook(XdrlHook):
     """Run periodic evaluation and log metrics under ``eval/<subgroup>/``.
 
     Every ``interval_frames`` collected frames, after the last batch, and when :meth:`run` is
@@ -82,6 +71,8 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
         9.4
     """
 
+    hook_point = "post_steps_log"
+
     def __init__(
         self,
         *,
@@ -117,46 +108,37 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
         self.num_evaluations = 0
         self._last_eval_frames = 0
         self._pending_eval_time = 0.0
-        self._render_target: Any | None = None
         self._base = f"{EVAL_PREFIX}/{metric_subgroup}"
+        self._recorder = FrameRecorder(environment, self.render_kwargs, label=self._base)
 
-    # Rendering
-    @staticmethod
-    def _to_frame_array(frame: Any) -> np.ndarray:
-        return _render.to_frame_array(frame)
+    @property
+    def last_eval_frames(self) -> int:
+        """Collected frames at the latest evaluation (0 before any)."""
+        return self._last_eval_frames
 
-    def _extract_render_frame(self, output: Any) -> np.ndarray:
-        return _render.extract_render_frame(output)
+    # Rendering (tests and callers reach the frame helpers through the hook)
+    _to_frame_array = staticmethod(_render.to_frame_array)
 
     def _renderable_candidates(self) -> list[Any]:
         return _render.renderable_candidates(self.environment)
 
-    def _render_frame(self) -> np.ndarray:
-        """A frame of the first sub-env, from the first candidate that renders one."""
-        targets = [self._render_target] if self._render_target is not None else []
-        errors = []
-        for target in targets + self._renderable_candidates():
-            try:
-                frame = self._extract_render_frame(target.render(**self.render_kwargs))
-            except Exception as err:  # noqa: BLE001 - try the next candidate
-                errors.append(f"{type(target).__name__}: {err}")
-                continue
-            self._render_target = target
-            return frame
-        raise RuntimeError("no renderable environment found (" + "; ".join(errors) + ")")
-
     # Evaluation
     def _evaluate_once(self, step: int) -> dict[str, float]:
         start = time.perf_counter()
-        frames: list[np.ndarray] = []
-        exploration = ExplorationType.RANDOM
-        if self.deterministic:
-            exploration = ExplorationType.DETERMINISTIC
-        with torch.no_grad(), set_exploration_type(exploration), self._eval_mode():
-            rollout = self._rollout(frames if self.render else None)
+        recorder = self._recorder
+        with self._eval_mode():
+            rollout = evaluation_rollout(
+                self.environment,
+                self.policy,
+                self.max_steps,
+                deterministic=self.deterministic,
+                after_reset=recorder.start if self.render else None,
+            )
         metrics = self._metrics(rollout)
         if self.render:
-            self._log_video(frames, step)
+            log_video(
+                self._logger(), f"{self._base}/{VIDEO_NAME}", recorder.frames, step, self.video_fps
+            )
         self.last_metrics = dict(metrics)
         self.num_evaluations += 1
         self._last_eval_frames = max(self._last_eval_frames, int(step))
@@ -175,88 +157,19 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
             for module, mode in zip(modules, modes, strict=True):
                 module.train(mode)
 
-    def _rollout(self, frames: list[np.ndarray] | None) -> TensorDictBase:
-        env = self.environment
-        batched = len(env.batch_size) > 0
-        tensordict = env.reset()
-        callback = None
-        if frames is not None and self._capture(frames):
-            callback = self._capture_callback(frames)
-        return env.rollout(
-            self.max_steps,
-            policy=self.policy,
-            auto_reset=False,
-            tensordict=tensordict,
-            break_when_any_done=not batched,
-            break_when_all_done=batched,
-            callback=callback,
-        )
-
-    def _capture(self, frames: list[np.ndarray]) -> bool:
-        """Append a frame; on failure warn once for this evaluation and return False."""
-        try:
-            frames.append(self._render_frame())
-        except Exception as err:  # noqa: BLE001 - rendering never fails training
-            warnings.warn(f"{self._base}: rendering failed, no video: {err}", stacklevel=2)
-            return False
-        return True
-
-    def _capture_callback(self, frames: list[np.ndarray]) -> Any:
-        state = {"active": True}
-
-        def callback(_env: Any, tensordict: TensorDictBase) -> None:
-            if not state["active"]:
-                return
-            state["active"] = self._capture(frames)
-            done = tensordict.get("done", None)
-            if done is not None and bool(done.reshape(-1)[0]):
-                state["active"] = False
-
-        return callback
-
     def _metrics(self, rollout: TensorDictBase) -> dict[str, float]:
-        steps = rollout.shape[-1]
-        rollout = rollout.reshape(-1, steps)
-        n = rollout.shape[0]
-        done = rollout.get(DEFAULT_DONE_KEY).reshape(n, steps, -1).any(-1)
-        ended = done.any(1)
-        last = torch.where(ended, done.float().argmax(1), steps - 1)
-        valid = torch.arange(steps, device=last.device).unsqueeze(0) <= last.unsqueeze(1)
-        reward = rollout.get(self.reward_key or DEFAULT_REWARD_KEY).reshape(n, steps, -1)
-        returns = (reward.double() * valid.unsqueeze(-1)).sum(1)
-        base = f"{self._base}/{REWARD_SUBKEY}"
-        out: dict[str, float] = {}
-        if returns.shape[-1] == 1:
-            out.update(_reduce(f"{base}/{EPISODE_REWARD_NAME}", returns, self.reduce_stats))
-        objectives = returns if returns.shape[-1] > 1 else None
-        episode_reward = rollout.get(DEFAULT_EPISODE_REWARD_KEY, None)
-        if episode_reward is not None and episode_reward.shape[-1] > 1:
-            rows = torch.arange(n, device=last.device)
-            objectives = episode_reward.reshape(n, steps, -1)[rows, last]
-        if objectives is not None:
-            out.update(_per_objective(base, EPISODE_REWARD_NAME, objectives, self.reduce_stats))
-        out[f"{self._base}/{EPISODE_LEN_NAME}"] = float((last + 1).double().mean().item())
-        return out
+        return rollout_metrics(
+            rollout,
+            self.metric_subgroup,
+            reward_key=self.reward_key,
+            reduce_stats=self.reduce_stats,
+        )
 
     # Logging
     def _logger(self) -> Any | None:
         if self.logger is not None:
             return self.logger
         return getattr(self.trainer, "logger", None)
-
-    def _log_video(self, frames: list[np.ndarray], step: int) -> None:
-        logger = self._logger()
-        if logger is None or not frames:
-            return
-        # On W&B, join the iteration's pending row instead of committing it early: scalars
-        # logged after the video at the same step would otherwise be dropped.
-        extra = {"commit": False} if _is_wandb_logger(logger) else {}
-        try:
-            video = torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).unsqueeze(0)
-            name = f"{self._base}/{VIDEO_NAME}"
-            logger.log_video(name, video, step=step, fps=self.video_fps, **extra)
-        except Exception as err:  # noqa: BLE001 - a video never fails training
-            warnings.warn(f"{self._base}: could not log the video: {err}", stacklevel=2)
 
     def _log_direct(self, metrics: dict[str, float], step: int) -> None:
         logger = self._logger()
@@ -265,7 +178,8 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
         for key, value in metrics.items():
             logger.log_scalar(key, value, step=step)
 
-    def _pop_eval_time(self) -> float:
+    def pop_eval_time(self) -> float:
+        """Seconds spent evaluating since the last call."""
         elapsed, self._pending_eval_time = self._pending_eval_time, 0.0
         return elapsed
 
@@ -293,13 +207,13 @@ class LoggingEvaluationMetricsHook(TrainerHookBase):
             return {}
         return self._evaluate_once(frames)
 
-    def _register_ops(self, trainer: Trainer) -> None:
+    def register_ops(self, trainer: Trainer) -> None:
+        """Register at ``post_steps_log`` and remember ``trainer`` (its frames and logger)."""
         self.trainer = trainer
-        trainer.register_op("post_steps_log", self)
+        super().register_ops(trainer)
 
     def register(self, trainer: Trainer, name: str = "logging_evaluation_metrics") -> None:
-        self._register_ops(trainer)
-        trainer.register_module(name, self)
+        super().register(trainer, name)
 
     def close(self) -> None:
         close_env(self.environment)

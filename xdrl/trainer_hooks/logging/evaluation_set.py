@@ -95,6 +95,11 @@ class LoggingEvaluationHookSet:
         return merged
 
     @property
+    def last_eval_frames(self) -> int:
+        """Collected frames at the latest evaluation every subgroup took part in."""
+        return min((hook.last_eval_frames for hook in self.hooks), default=0)
+
+    @property
     def logger(self) -> Any | None:
         """The logger the evaluations write to (their own, else the trainer's); None if none."""
         for hook in self.hooks:
@@ -104,7 +109,7 @@ class LoggingEvaluationHookSet:
     def register_ops(self, trainer: Trainer) -> None:
         """Register every child at its hook point, without registering modules."""
         for hook in self.hooks:
-            hook._register_ops(trainer)
+            hook.register_ops(trainer)
 
     def register(self, trainer: Trainer, name: str = "logging_evaluation_metrics") -> None:
         for hook in self.hooks:
@@ -119,7 +124,7 @@ class LoggingEvaluationHookSet:
 
     def pop_eval_time(self) -> float:
         """Seconds spent evaluating since the last call."""
-        return sum(hook._pop_eval_time() for hook in self.hooks)
+        return sum(hook.pop_eval_time() for hook in self.hooks)
 
     def close(self) -> None:
         close_env(self.environment)

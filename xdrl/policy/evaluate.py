@@ -1,0 +1,58 @@
+"""Evaluate a loaded policy over N episodes with the training hooks' own evaluation code
+(:func:`~xdrl.trainer_hooks.logging.evaluation_metrics.evaluation_rollout` on the run's env with
+one episode per sub-env, :func:`~xdrl.trainer_hooks.logging.evaluation_metrics.episodes`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from xdrl.policy.loading import LoadedPolicy
+from xdrl.trainer_hooks.logging.evaluation_metrics import episodes, evaluation_rollout
+
+
+def evaluate(
+    policy: LoadedPolicy,
+    *,
+    deterministic: bool = True,
+    max_steps: int | None = None,
+    video: str | Path | None = None,
+) -> dict[str, Any]:
+    """Play one episode per sub-env of ``policy.env``; the ``--json`` record of ``xdrl-eval``.
+
+    ``max_steps``: step cap (None: the run's ``eval.max_steps``). ``video``: an mp4 of every
+    episode of the first sub-env (the env must be built with ``render=True``).
+    """
+    from xdrl.trainer_hooks.logging.video import FrameRecorder, write_mp4
+
+    env = policy.env
+    steps = int(max_steps if max_steps is not None else policy.config["eval"]["max_steps"])
+    recorder = FrameRecorder(env, label="xdrl-eval") if video is not None else None
+    rollout = evaluation_rollout(
+        env,
+        policy.module,
+        steps,
+        deterministic=deterministic,
+        after_reset=recorder.start if recorder is not None else None,
+    )
+    found = episodes(rollout)
+    returns = found.returns.tolist()
+    record: dict[str, Any] = {
+        "run_dir": str(policy.run_dir),
+        "checkpoint": str(policy.checkpoint),
+        "frames": policy.frames,
+        "episodes": len(returns),
+        "deterministic": deterministic,
+        "return_mean": float(found.returns.mean()),
+        "return_std": float(found.returns.std(unbiased=False)),
+        "returns": returns,
+        "lengths": [int(n) for n in found.lengths.tolist()],
+    }
+    if found.objective_returns is not None:
+        record["objective_returns"] = found.objective_returns.tolist()
+        record["objective_return_means"] = found.objective_returns.mean(0).tolist()
+        record["scalarized_return_mean"] = record["return_mean"]
+    if recorder is not None and video is not None and recorder.frames:
+        fps = int(policy.config["eval"].get("video_fps", 30))
+        record["video"] = str(write_mp4(recorder.frames, video, fps))
+    return record

@@ -1,0 +1,230 @@
+"""Rebuild a run's env and policy from its own config and load one checkpoint's policy (and its
+observation-normalization statistics) into it: what ``xdrl-eval``, ``xdrl-export`` and
+:func:`xdrl.load_policy` share.
+
+Only two components of the TorchRL checkpoint are read: ``policy`` (the loss module's actor, as
+TorchRL's ``Trainer`` saves it) and, for runs with ``env.normalize_observations=true``, the
+``collector``'s ``env_state_dict`` (the training env's ``VecNormV2`` statistics). The statistics
+are frozen after loading, so evaluating never moves them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from torchrl.envs import VecNormV2
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from xdrl.build import build_algorithm
+from xdrl.checkpointing import CorruptCheckpoint, VerifiedCheckpoint
+from xdrl.errors import ConfigError
+from xdrl.policy.module import DeterministicPolicy
+from xdrl.policy.run_dir import (
+    apply_overrides,
+    check_run_dir,
+    checkpoint_frames,
+    checkpoint_sequence,
+    resolve_checkpoint,
+    saved_config,
+)
+
+POLICY_COMPONENT = "policy"
+COLLECTOR_COMPONENT = "collector"
+# Loss attributes TorchRL's Trainer saves as the "policy" component (Trainer._checkpoint_policy).
+_POLICY_ATTRIBUTES = ("actor_network", "value_network", "local_value_network")
+
+
+class _EnvState:
+    """Receives the collector component and loads its ``env_state_dict`` into ``env``."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.loaded = False
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        env_state = state.get("env_state_dict")
+        if env_state:
+            self.env.load_state_dict(env_state, strict=False)
+            self.loaded = True
+            vecnorm = vecnorm_of(self.env)
+            if vecnorm is not None:
+                _pool_per_env_statistics(vecnorm)
+
+
+def _pool_per_env_statistics(vecnorm: VecNormV2) -> None:
+    """Statistics kept per sub-env (runs before ``reduce_batch_dims=True``) pooled into one set:
+    the mean over sub-envs of E[x] and E[x^2] (each sub-env saw the same number of steps)."""
+    shape = vecnorm.parent.observation_spec["observation"].shape[len(vecnorm.parent.batch_size) :]
+    for name in ("_loc", "_var"):
+        stats = getattr(vecnorm, name)
+        value = stats["observation"]
+        extra = value.dim() - len(shape)
+        if extra > 0:
+            stats.set("observation", value.mean(dim=tuple(range(extra))))
+
+
+def vecnorm_of(env: Any) -> VecNormV2 | None:
+    """The env's observation ``VecNormV2`` transform (None without normalization)."""
+    for transform in getattr(env, "transform", []):
+        if isinstance(transform, VecNormV2):
+            return transform
+    return None
+
+
+def make_env(config: dict[str, Any], *, num_envs: int, seed: int, render: bool = False) -> Any:
+    """The run's env, built by its own ``env`` factory (``xdrl.envs.make_env`` via Hydra)."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        factory = instantiate(OmegaConf.create(config["env"]))
+        return factory(num_envs=num_envs, seed=seed, device="cpu", render=render)
+    except InstantiationException as err:
+        cause = err.__cause__ or err
+        if isinstance(cause, ConfigError):
+            raise cause from err
+        raise ConfigError("env", str(cause).strip().splitlines()[-1]) from err
+
+
+def _policy_owner(loss_module: Any) -> Any:
+    for name in _POLICY_ATTRIBUTES:
+        module = getattr(loss_module, name, None)
+        if module is not None:
+            return module
+    raise ConfigError("--checkpoint", f"{type(loss_module).__name__} has no actor to load")
+
+
+def _load(checkpoint: Path, run_dir: Path, parts: Any, env: Any) -> None:
+    """Verify the checkpoint, then load its policy (and VecNorm statistics) into parts/env."""
+    sink = _EnvState(env)
+    components: dict[str, Any] = {POLICY_COMPONENT: _policy_owner(parts.loss_module)}
+    normalized = vecnorm_of(env) is not None
+    if normalized:
+        components[COLLECTOR_COMPONENT] = sink
+    loader = VerifiedCheckpoint(**components)
+    try:
+        loader.load(checkpoint, components=sorted(components))
+    except CorruptCheckpoint as err:
+        previous = checkpoint_sequence(run_dir, checkpoint)
+        offer = (
+            f"; try --checkpoint {previous[0].name.split('-')[1].lstrip('0') or '0'}"
+            if (previous)
+            else ""
+        )
+        raise ConfigError("--checkpoint", f"{checkpoint.name} is damaged: {err}{offer}") from None
+    except Exception as err:  # noqa: BLE001 - intact files that do not fit the rebuilt policy
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError("--checkpoint", f"{checkpoint} does not load ({first})") from None
+    if normalized and not sink.loaded:
+        raise ConfigError(
+            "--checkpoint",
+            f"{checkpoint} holds no observation-normalization statistics; the policy cannot "
+            "be rebuilt as trained",
+        )
+
+
+@dataclass
+class LoadedPolicy:
+    """A trained policy rebuilt from its run dir.
+
+    Call it with a numpy observation (one, or a batch with a leading dimension), as gymnasium's
+    ``env.step`` returns it; it returns the env action (deterministic by default).
+
+    Args:
+        module: the TorchRL evaluation policy (TensorDict in, ``action`` out).
+        env: the run's env with one sub-env, its observation normalization frozen.
+        config: the resolved config the checkpoint was written under (with overrides).
+        run_dir: the run dir.
+        checkpoint: the checkpoint folder loaded.
+        frames: collected frames at that checkpoint.
+
+    Example:
+        >>> policy = load_policy("outputs/2026-11-24/10-00-00_ppo_cartpole")
+        >>> policy(np.zeros(4, dtype=np.float32))
+        array(0)
+    """
+
+    module: Any
+    env: Any
+    config: dict[str, Any]
+    run_dir: Path
+    checkpoint: Path
+    frames: int
+    deterministic_module: DeterministicPolicy = field(repr=False)
+    obs_shape: tuple[int, ...] = ()
+
+    @torch.no_grad()
+    def __call__(self, observation: Any, deterministic: bool = True) -> np.ndarray:
+        from tensordict import TensorDict
+
+        obs = torch.as_tensor(np.asarray(observation))
+        single = obs.dim() == len(self.obs_shape)
+        batch = obs.unsqueeze(0) if single else obs
+        if deterministic:
+            action = self.deterministic_module(batch)
+        else:
+            normalized = self.deterministic_module.normalize(batch)
+            data = TensorDict({"observation": normalized}, batch_size=batch.shape[:1])
+            with set_exploration_type(ExplorationType.RANDOM):
+                action = self.module(data).get("action")
+        out = action.cpu().numpy()
+        return out[0] if single else out
+
+    def close(self) -> None:
+        """Close the env."""
+        if not self.env.is_closed:
+            self.env.close()
+
+
+def load_run(
+    run_dir: str | Path,
+    checkpoint: str = "last",
+    *,
+    overrides: list[str] | None = None,
+    num_envs: int = 1,
+    seed: int | None = None,
+    render: bool = False,
+) -> LoadedPolicy:
+    """Rebuild the run's env (``num_envs`` sub-envs) and policy, load ``checkpoint`` into them."""
+    folder = check_run_dir(run_dir)
+    path = resolve_checkpoint(folder, str(checkpoint))
+    config = apply_overrides(saved_config(path), list(overrides or []))
+    env_seed = int(config["seed"]) + 10_000 if seed is None else seed  # the run's eval seed
+    env = make_env(config, num_envs=num_envs, seed=env_seed, render=render)
+    try:
+        parts = build_algorithm(OmegaConf.create({**config, "device": "cpu"}), env)
+        _load(path, folder, parts, env)
+    except BaseException:
+        env.close()
+        raise
+    vecnorm = vecnorm_of(env)
+    loc = scale = None
+    if vecnorm is not None:
+        vecnorm.freeze()
+        loc, scale = vecnorm.loc["observation"], vecnorm.scale["observation"]
+    module = parts.eval_policy
+    module.eval()
+    return LoadedPolicy(
+        module=module,
+        env=env,
+        config=config,
+        run_dir=folder,
+        checkpoint=path,
+        frames=checkpoint_frames(path),
+        deterministic_module=DeterministicPolicy(module, loc, scale).eval(),
+        obs_shape=tuple(env.observation_spec["observation"].shape[len(env.batch_size) :]),
+    )
+
+
+def load_policy(run_dir: str | Path, checkpoint: str | int = "last") -> LoadedPolicy:
+    """A trained policy from its run dir: ``checkpoint`` is ``"last"``, ``"best"``, a frame
+    count or a checkpoint path. See :class:`LoadedPolicy`."""
+    return load_run(run_dir, str(checkpoint))

@@ -42,6 +42,7 @@ from xdrl.trainer_hooks.logging import (
     WandbFinishHook,
     WandbFlushHook,
 )
+from xdrl.trainer_hooks.observation_norm import ObservationNormSync
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,9 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
     # Hooks: timers first, the algorithm's own, then xdrl's logging and evaluation
     eval_set = build_evaluation(cfg, env_factory, parts, logger, envs)
     evaluation["set"] = eval_set
+    norm_sync = ObservationNormSync(train_env, eval_set.environment if eval_set else None)
+    if norm_sync.active:  # before the evaluation hooks: they evaluate on the training statistics
+        norm_sync.register(trainer)
     hook_set = LoggingHookSet(
         group=cfg.logging.group,
         frame_skip=cfg.env.frame_skip,
@@ -344,6 +348,7 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
         train_env.set_seed(cfg.seed + int(trainer.collected_frames))
     if resumed is not None:
         _log_resume_exactness(env_state.approximate)
+    norm_sync()  # restored training statistics, for an evaluation before the next batch
     return Run(
         trainer=trainer,
         hook_set=hook_set,

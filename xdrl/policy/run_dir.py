@@ -12,7 +12,7 @@ import yaml
 
 from xdrl.checkpointing import BEST_SUMMARY_KEY, CHECKPOINT_DIR, CONFIG_FILE
 from xdrl.errors import ConfigError
-from xdrl.run import SUMMARY_FILE
+from xdrl.files import SUMMARY_FILE
 
 
 def _frames(path: Path) -> int | None:

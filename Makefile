@@ -8,6 +8,9 @@ EXTRAS ?= dev
 STAMP := $(VENV)/.xdrl-installed
 ARGS ?=
 PYTEST_ARGS ?=
+# Test processes: most tests wait on a console-script subprocess (torch import ~3 s), so two
+# workers on two cores halve the wall time; one file stays on one worker (module fixtures).
+TEST_WORKERS ?= 2
 
 .PHONY: install train test test-all test-slurm lint format bench slurm-start slurm-stop clean
 
@@ -25,7 +28,7 @@ train: install
 
 ## The test suite (slow training-quality and SLURM tests excluded).
 test: install
-	$(BIN)/python -m pytest -m "not slow and not slurm" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not slurm" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## SLURM tests against a local single-node cluster (needs root for apt-get); a down cluster fails them.
 test-slurm: install

@@ -11,7 +11,9 @@ Where the schema lives (one signature per group, no mirror table):
 - ``env.*`` and ``algorithm.build.*``: the signature of the function their ``_target_`` names
   (``xdrl.envs.make_env``, ``xdrl.algorithms.<name>.build``), with the range types of
   :mod:`xdrl.config_types` (``gamma: Discount``); the example is the parameter's default;
-- ``pareto.*``: the table below; ``algorithm.optimizer.*``: the ranges of torch's optimizers.
+- ``pareto.*``: the signature of ``pareto._target_``
+  (:func:`hydra_plugins.xdrl_pareto.settings.pareto_settings`: the sweeper owns its settings);
+- ``algorithm.optimizer.*``: the ranges of torch's optimizers (``OPTIMIZER_KEYS`` below).
 
 Builders trust what was checked here and do not check ranges again. Signatures are read without
 importing their modules (the algorithm modules import torch): the ``def`` (or the dataclass) is

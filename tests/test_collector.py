@@ -10,7 +10,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from xdrl.algorithms import dqn, sac, td3
 from xdrl.algorithms.ppo import build
-from xdrl.collector import VectorCollector, VectorEnv, fits
+from xdrl.collector import VectorCollector, VectorEnv, fast_rollouts, fits
 from xdrl.envs import make_env
 
 
@@ -107,7 +107,9 @@ def test_evaluation_rollout_matches_torchrl(env_id: str, builder, exploration) -
     kwargs = {"minibatch_size": 16} if builder is build else {}
     results = []
     for fast in (True, False):
-        env = make_env(env_id, num_envs=6, batching="vector", seed=5, max_episode_steps=60)
+        env = fast_rollouts(
+            make_env(env_id, num_envs=6, batching="vector", seed=5, max_episode_steps=60)
+        )
         assert isinstance(env, VectorEnv)
         torch.manual_seed(1)
         policy = builder(env, frames_per_batch=16, **kwargs).policy

@@ -26,7 +26,7 @@ from xdrl.checkpointing import (
     resume_candidates,
     resumed_run_dir,
 )
-from xdrl.collector import VectorCollector, fits
+from xdrl.collector import VectorCollector, fast_rollouts, fits
 from xdrl.config_check import check_config
 from xdrl.env_state import EnvState
 from xdrl.envs import reward_weights_of
@@ -185,8 +185,10 @@ def build_evaluation(
     ev = cfg.eval
     if not ev.enabled:
         return None
-    eval_env = env_factory(
-        num_envs=ev.episodes, seed=cfg.seed + 10_000, device=cfg.device, render=ev.render
+    eval_env = fast_rollouts(
+        env_factory(
+            num_envs=ev.episodes, seed=cfg.seed + 10_000, device=cfg.device, render=ev.render
+        )
     )
     envs.append(eval_env)
     return LoggingEvaluationHookSet(

@@ -32,6 +32,7 @@ from tensordict.nn import TensorDictModuleBase
 from torchrl.collectors import BaseCollector
 from torchrl.envs import (
     DTypeCastTransform,
+    EnvBase,
     InitTracker,
     LineariseRewards,
     RewardSum,
@@ -402,3 +403,22 @@ class VectorEnv(TransformedEnv):
             )  # fmt: skip
             return collector.first_episodes(tensordict, max_steps)
         return super().rollout(max_steps, policy, callback, **kwargs)
+
+
+def fast_rollouts(env: EnvBase) -> EnvBase:
+    """``env`` (the same base env and transforms) as a :class:`VectorEnv` when its base is a
+    ``VectorGymEnv``, for evaluation rollouts; any other env unchanged.
+
+    The builders of evaluation envs call it (``xdrl.build``, ``xdrl.policy.loading``), so the
+    env factory in ``xdrl.envs`` does not depend on the collector.
+
+    Example:
+        >>> eval_env = fast_rollouts(make_env("CartPole-v1", num_envs=20, batching="vector"))
+    """
+    if (
+        isinstance(env, TransformedEnv)
+        and not isinstance(env, VectorEnv)
+        and isinstance(env.base_env, VectorGymEnv)
+    ):
+        return VectorEnv(env.base_env, env.transform)
+    return env

@@ -393,9 +393,6 @@ def make_env(
         VecNormV2,
     )
 
-    from xdrl.collector import VectorEnv
-    from xdrl.vector_env import VectorGymEnv
-
     import_env_modules(import_modules)
     check_env_id(id)
     multi_objective = is_multi_objective(id)
@@ -447,9 +444,7 @@ def make_env(
         transforms.append(
             VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-6, reduce_batch_dims=True)
         )
-    # VectorEnv: a TransformedEnv with a NumPy path for evaluation rollouts
-    env_cls = VectorEnv if isinstance(base, VectorGymEnv) else TransformedEnv
-    env = env_cls(base, Compose(*transforms))
+    env = TransformedEnv(base, Compose(*transforms))  # evaluation: xdrl.collector.fast_rollouts
     if seed is not None:
         env.set_seed(seed)
     return env

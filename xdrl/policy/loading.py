@@ -85,8 +85,10 @@ def make_env(config: dict[str, Any], *, num_envs: int, seed: int, render: bool =
     from hydra.utils import instantiate
 
     try:
+        from xdrl.collector import fast_rollouts
+
         factory = instantiate(OmegaConf.create(config["env"]))
-        return factory(num_envs=num_envs, seed=seed, device="cpu", render=render)
+        return fast_rollouts(factory(num_envs=num_envs, seed=seed, device="cpu", render=render))
     except InstantiationException as err:
         cause = err.__cause__ or err
         if isinstance(cause, ConfigError):

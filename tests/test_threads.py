@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from omegaconf import OmegaConf
 
-from xdrl.threads import hidden_sizes, resolve_num_threads
+from xdrl.threads import available_cores, cgroup_cpu_quota, hidden_sizes, resolve_num_threads
 
 
 @pytest.mark.parametrize(
@@ -30,3 +33,31 @@ def test_an_integer_passes_through() -> None:
 def test_hidden_sizes_reads_every_cells_key() -> None:
     build = OmegaConf.create({"actor_cells": [64, 64], "critic_cells": [256, 256], "gamma": 0.99})
     assert hidden_sizes(build) == [64, 64, 256, 256]
+
+
+def test_cgroup_v2_quota_is_the_tightest_on_the_path_rounded_up(tmp_path: Path) -> None:
+    root, proc = tmp_path / "cgroup", tmp_path / "proc_cgroup"
+    (root / "job" / "step").mkdir(parents=True)
+    (root / "job" / "cpu.max").write_text("150000 100000\n")  # 1.5 cores -> 2
+    (root / "job" / "step" / "cpu.max").write_text("max 100000\n")  # no quota of its own
+    (root / "cpu.max").write_text("400000 100000\n")
+    proc.write_text("0::/job/step\n")
+    assert cgroup_cpu_quota(root, proc) == 2
+    (root / "job" / "step" / "cpu.max").write_text("50000 100000\n")  # half a core -> 1
+    assert cgroup_cpu_quota(root, proc) == 1
+    assert available_cores(root, proc) == 1
+
+
+def test_cgroup_v1_quota_and_no_quota(tmp_path: Path) -> None:
+    root, proc = tmp_path / "cgroup", tmp_path / "proc_cgroup"
+    folder = root / "cpu,cpuacct" / "docker" / "abc"
+    folder.mkdir(parents=True)
+    (folder / "cpu.cfs_quota_us").write_text("250000\n")
+    (folder / "cpu.cfs_period_us").write_text("100000\n")
+    proc.write_text("4:memory:/docker/abc\n2:cpu,cpuacct:/docker/abc\n")
+    assert cgroup_cpu_quota(root, proc) == 3
+    (folder / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cgroup_cpu_quota(root, proc) is None
+    cores = len(os.sched_getaffinity(0))
+    assert available_cores(root, proc) == cores  # affinity alone
+    assert cgroup_cpu_quota(root, tmp_path / "missing") is None

@@ -1,8 +1,10 @@
 """``num_threads: auto``: pick torch's intra-op thread count from the network widths and cores.
 
-Rule: 1 thread when the widest hidden layer is under 128 units or the machine has one core;
-otherwise ``min(cores, 2)``. Small MLPs spend their time in per-op overhead that more threads
-only add to; 256-wide layers on batches of 256 have enough work per matmul to split.
+Rule: 1 thread when the widest hidden layer is under 128 units or one core is available;
+otherwise ``min(cores, 2)``, where ``cores`` is what :func:`available_cores` finds this process
+may use (CPU affinity capped by a cgroup CPU quota). Small MLPs spend their time in per-op
+overhead that more threads only add to; 256-wide layers on batches of 256 have enough work per
+matmul to split.
 
 Measured on the 2-core machine (November 2026, quiet, A/B alternated):
 - 256x256 SAC (Pendulum, SB3 defaults): SB3 and a plain PyTorch loop run 1.3x faster with 2
@@ -15,11 +17,15 @@ for larger machines.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
+from pathlib import Path
 
 WIDE = 128  # hidden width from which a second thread pays off (256 does, 64 does not)
 MAX_AUTO_THREADS = 2  # the most threads `auto` picks: the largest count measured to help
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")  # this process's cgroup path per hierarchy
 
 
 def resolve_num_threads(value: int | str, hidden_sizes: Iterable[int], cores: int) -> int:
@@ -43,8 +49,57 @@ def hidden_sizes(build_cfg) -> list[int]:
     return [int(n) for layers in cells for n in layers]
 
 
-def available_cores() -> int:
-    """Cores this process may run on (its CPU affinity where the OS reports one)."""
+def available_cores(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int:
+    """Cores this process may run on: its CPU affinity (a SLURM job's cpuset), capped by the
+    cgroup v2 CPU quota of its cgroup and every parent (``cpu.max``: what ``docker --cpus``,
+    Kubernetes limits and SLURM's CPU accounting set), rounded up to whole cores."""
     if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpu_quota(cgroup_root, proc_cgroup)
+    return max(1, min(cores, quota)) if quota is not None else cores
+
+
+def cgroup_cpu_quota(
+    cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP
+) -> int | None:
+    """The tightest CPU quota on this process's cgroup and its parents, in whole cores (rounded
+    up): cgroup v2's ``cpu.max``, or v1's ``cpu.cfs_quota_us``/``cpu.cfs_period_us``; None
+    without a quota."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    quotas = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one unified hierarchy
+            files = [(cgroup_root, "cpu.max")]
+        elif "cpu" in controllers.split(","):  # v1: the cpu controller's own hierarchy
+            files = [(cgroup_root / controllers, "cpu.cfs_quota_us")]
+        else:
+            continue
+        for root, name in files:
+            folder = root / path.strip("/")
+            for candidate in (folder, *folder.parents):
+                if not candidate.is_relative_to(root):
+                    break
+                quota = _quota(candidate / name)
+                if quota is not None:
+                    quotas.append(quota)
+    return min(quotas, default=None)
+
+
+def _quota(file: Path) -> int | None:
+    """Whole cores of one quota file: v2 ``cpu.max`` (``"<quota> <period>"``, ``"max ..."`` is
+    none) or v1 ``cpu.cfs_quota_us`` (``-1`` is none) beside its ``cpu.cfs_period_us``."""
+    try:
+        fields = file.read_text().split()
+        if file.name == "cpu.cfs_quota_us":
+            fields += (file.parent / "cpu.cfs_period_us").read_text().split()
+    except OSError:
+        return None
+    if len(fields) != 2 or fields[0] in ("max", "-1"):
+        return None
+    return max(1, math.ceil(int(fields[0]) / int(fields[1])))

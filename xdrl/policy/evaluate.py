@@ -21,13 +21,19 @@ def evaluate(
     """Play one episode per sub-env of ``policy.env``; the ``--json`` record of ``xdrl-eval``.
 
     ``max_steps``: step cap (None: the run's ``eval.max_steps``). ``video``: an mp4 of every
-    episode of the first sub-env (the env must be built with ``render=True``).
+    episode, one after another (the env must be built with ``render=True``; with
+    ``env.batching=parallel`` the sub-envs live in other processes and only the first episode
+    is recorded).
     """
-    from xdrl.trainer_hooks.logging.video import FrameRecorder, write_mp4
+    from xdrl.env_state import gym_envs
+    from xdrl.trainer_hooks.logging.video import EpisodesRecorder, FrameRecorder, write_mp4
 
     env = policy.env
     steps = int(max_steps if max_steps is not None else policy.config["eval"]["max_steps"])
-    recorder = FrameRecorder(env, label="xdrl-eval") if video is not None else None
+    recorder: EpisodesRecorder | FrameRecorder | None = None
+    if video is not None:
+        envs = gym_envs(env)
+        recorder = EpisodesRecorder(envs) if envs else FrameRecorder(env, label="xdrl-eval")
     rollout = evaluation_rollout(
         env,
         policy.module,
@@ -35,6 +41,8 @@ def evaluate(
         deterministic=deterministic,
         after_reset=recorder.start if recorder is not None else None,
     )
+    if isinstance(recorder, EpisodesRecorder):
+        recorder.finish()
     found = episodes(rollout)
     returns = found.returns.tolist()
     record: dict[str, Any] = {

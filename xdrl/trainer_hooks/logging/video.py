@@ -5,6 +5,7 @@ recording."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,73 @@ class FrameRecorder:
         done = tensordict.get("done", None)
         if not self.all_episodes and done is not None and bool(done.reshape(-1)[0]):
             self._active = False
+
+
+class EpisodesRecorder:
+    """RGB frames of every sub-env's episode, one episode after another (``xdrl-eval --video``).
+
+    Each sub-env plays one episode; its frames run from its reset to the step that ends it. The
+    training hooks keep :class:`FrameRecorder` (the first sub-env only: one render per step).
+
+    Args:
+        renderers: the sub-envs' gymnasium envs in batch order (``render_mode="rgb_array"``).
+        label: names the recording in warnings.
+
+    Example:
+        >>> recorder = EpisodesRecorder(gym_envs(eval_env))
+        >>> evaluation_rollout(eval_env, policy, 500, deterministic=True,
+        ...                    after_reset=recorder.start)
+        >>> recorder.finish()
+        >>> len(recorder.frames)  # sum over episodes of (length + 1)
+    """
+
+    def __init__(self, renderers: Sequence[Any], label: str = "xdrl-eval") -> None:
+        self.renderers = list(renderers)
+        self.label = label
+        self.per_env: list[list[np.ndarray]] = [[] for _ in self.renderers]
+        self._ended = [False] * len(self.renderers)
+        self._active = False
+
+    @property
+    def frames(self) -> list[np.ndarray]:
+        """Every episode's frames, sub-env 0's first."""
+        return [frame for frames in self.per_env for frame in frames]
+
+    def start(self) -> Any | None:
+        """Clear, capture every sub-env's first frame and return the rollout callback (None when
+        rendering fails at once)."""
+        self.per_env = [[] for _ in self.renderers]
+        self._ended = [False] * len(self.renderers)
+        self._active = self._capture(range(len(self.renderers)))
+        return self._callback if self._active else None
+
+    def finish(self) -> None:
+        """After the rollout: the last frame of every episode still running when it stopped
+        (TorchRL's rollout calls no callback after its last step)."""
+        if self._active:
+            self._capture([i for i, ended in enumerate(self._ended) if not ended])
+        self._ended = [True] * len(self.renderers)
+        self._active = False
+
+    def _capture(self, indices: Iterable[int]) -> bool:
+        try:
+            for i in indices:
+                self.per_env[i].append(_render.extract_render_frame(self.renderers[i].render()))
+        except Exception as err:  # noqa: BLE001 - rendering never fails an evaluation
+            warnings.warn(f"{self.label}: rendering failed, no video: {err}", stacklevel=2)
+            return False
+        return True
+
+    def _callback(self, _env: Any, tensordict: TensorDictBase) -> None:
+        if not self._active:
+            return
+        running = [i for i, ended in enumerate(self._ended) if not ended]
+        self._active = self._capture(running)
+        done = tensordict.get("done", None)
+        if done is not None:
+            flags = done.reshape(len(self.renderers), -1).any(-1).tolist()
+            for i in running:
+                self._ended[i] = self._ended[i] or bool(flags[i])
 
 
 def log_video(logger: Any, name: str, frames: list[np.ndarray], step: int, fps: int) -> None:

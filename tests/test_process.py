@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 
+import pytest
 import torch
 
 from xdrl.process import setup_process
@@ -24,3 +26,40 @@ def test_setup_process_sets_threads_and_routes_torchrl_logs(make_cfg, monkeypatc
         torch.set_num_threads(before)
         torchrl_log.handlers[:], torchrl_log.propagate = saved[0], saved[1]
         torchrl_log.setLevel(saved[2])
+
+
+@pytest.mark.parametrize(
+    ("launcher", "jobs"),
+    [
+        (None, 1),  # a single run outside Hydra's multirun
+        ({"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"}, 1),
+        ({"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+          "n_jobs": 2}, 2),
+        ({"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+          "n_jobs": -1}, os.cpu_count()),
+        ({"_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+          "cpus_per_task": 2}, 1),
+    ],
+)  # fmt: skip
+def test_concurrent_jobs_counts_the_jobs_that_share_this_machine(launcher, jobs) -> None:
+    from xdrl.process import concurrent_jobs
+
+    assert concurrent_jobs(launcher) == jobs
+
+
+def test_auto_threads_are_shared_by_parallel_sweep_jobs(make_cfg, monkeypatch) -> None:
+    import torch
+
+    import xdrl.process as process
+
+    joblib = {"_target_": "hydra_plugins.hydra_joblib_launcher.JoblibLauncher", "n_jobs": 2}
+    monkeypatch.setattr(process, "_hydra_launcher", lambda: joblib)
+    monkeypatch.setattr("xdrl.threads.available_cores", lambda: 2)
+    before = torch.get_num_threads()
+    try:
+        cfg = make_cfg("algorithm=sac")  # 256-wide: 2 threads alone on 2 cores
+        assert process.setup_process(cfg).num_threads == 1  # two jobs share the two cores
+        monkeypatch.setattr(process, "_hydra_launcher", lambda: None)
+        assert process.setup_process(cfg).num_threads == 2
+    finally:
+        torch.set_num_threads(before)

@@ -9,9 +9,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from omegaconf import DictConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -32,12 +36,40 @@ def setup_process(cfg: DictConfig) -> ProcessSettings:
 
     logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
     cache_missing_pandas()  # tensordict looks pandas up on every module call (~10% of PPO time)
-    threads = resolve_num_threads(
-        cfg.num_threads, hidden_sizes(cfg.algorithm.build), available_cores()
-    )
+    jobs = concurrent_jobs(_hydra_launcher())
+    cores = max(1, available_cores() // jobs)
+    threads = resolve_num_threads(cfg.num_threads, hidden_sizes(cfg.algorithm.build), cores)
+    if cfg.num_threads == "auto" and jobs > 1:
+        log.info("num_threads auto: %d (%d cores shared by up to %d parallel jobs)", threads,
+                 available_cores(), jobs)  # fmt: skip
     torch.set_num_threads(threads)
     plain_torchrl_logging()
     return ProcessSettings(num_threads=threads, interactive=sys.stdout.isatty())
+
+
+def concurrent_jobs(launcher: Mapping[str, Any] | None) -> int:
+    """Sweep jobs that may run beside this one on this machine and share its cores: a joblib
+    launcher's ``n_jobs`` (joblib's meaning: ``-1`` all CPUs, ``-2`` all but one); 1 for a single
+    run, the basic launcher (one job at a time) and SLURM (each job gets its own CPUs)."""
+    if not launcher or "joblib" not in str(launcher.get("_target_", "")).lower():
+        return 1
+    n_jobs = launcher.get("n_jobs")
+    if n_jobs is None:
+        return 1
+    n = int(n_jobs)
+    if n < 0:
+        n = (os.cpu_count() or 1) + 1 + n
+    return max(1, n)
+
+
+def _hydra_launcher() -> Mapping[str, Any] | None:
+    """The launcher node of the Hydra job this process runs (None outside Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    launcher = HydraConfig.get().launcher
+    return dict(launcher) if launcher is not None else None
 
 
 def plain_torchrl_logging() -> None:

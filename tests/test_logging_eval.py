@@ -199,8 +199,11 @@ def test_render_logs_a_video_of_the_first_sub_env():
     assert {name for name, _, _ in logger.scalars} == set(out)
     assert hook._renderable_candidates()  # found through SerialEnv -> GymEnv -> gymnasium
     single = _hook(cartpole(render=True), _left_policy(), render=True, logger=logger)
-    single.run(step=5)
+    length = single.run(step=5)[f"{D}/episode_len_mean"]
     assert logger.videos[-1][1].shape[2:] == (3, 400, 600) and logger.videos[-1][2] == 5
+    # the reset frame, then one per step up to the one that ends the episode (the last comes
+    # after TorchRL's rollout, which calls no callback after its final step)
+    assert logger.videos[-1][1].shape[1] == length + 1
 
 
 def test_render_failure_only_warns():

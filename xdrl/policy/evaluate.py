@@ -41,7 +41,7 @@ def evaluate(
         deterministic=deterministic,
         after_reset=recorder.start if recorder is not None else None,
     )
-    if isinstance(recorder, EpisodesRecorder):
+    if recorder is not None:
         recorder.finish()
     found = episodes(rollout)
     returns = found.returns.tolist()

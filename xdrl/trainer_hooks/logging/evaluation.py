@@ -136,6 +136,7 @@ class LoggingEvaluationMetricsHook(XdrlHook):
             )
         metrics = self._metrics(rollout)
         if self.render:
+            recorder.finish()
             log_video(
                 self._logger(), f"{self._base}/{VIDEO_NAME}", recorder.frames, step, self.video_fps
             )

@@ -30,6 +30,7 @@ class FrameRecorder:
         >>> recorder = FrameRecorder(eval_env)
         >>> rollout = evaluation_rollout(eval_env, policy, 500, deterministic=True,
         ...                              after_reset=recorder.start)
+        >>> recorder.finish()
         >>> recorder.frames[0].shape
         (400, 600, 3)
     """
@@ -78,6 +79,13 @@ class FrameRecorder:
         self.frames = []
         self._active = self.capture()
         return self._callback if self._active else None
+
+    def finish(self) -> None:
+        """After the rollout: the last frame when the recorded episode was still running as the
+        rollout stopped (TorchRL's rollout calls no callback after its last step)."""
+        if self._active:
+            self.capture()
+        self._active = False
 
     def _callback(self, _env: Any, tensordict: TensorDictBase) -> None:
         if not self._active:

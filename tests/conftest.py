@@ -7,6 +7,7 @@ import csv
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -115,6 +116,42 @@ def wait_for(
         assert proc.poll() is None, f"run ended early:\n{output()}"
         assert time.monotonic() < deadline, f"timed out:\n{output()}"
         time.sleep(0.1)
+
+
+# Sweep jobs that can be stopped mid-run: a checkpoint every 256-frame PPO iteration and no
+# evaluation on the way (add total_frames, the sweep's own keys and hydra.sweep.dir).
+STOPPABLE_JOB = [
+    "frames_per_batch=256",
+    "env.num_envs=4",
+    "algorithm.build.epochs=1",
+    "eval.interval_frames=1000000",
+    "eval.episodes=2",
+    "eval.max_steps=50",
+    "eval.before_training=false",
+    "logging=none",
+    "checkpoint.interval_frames=256",
+    "num_threads=1",
+]
+
+
+def ctrl_c_when(args: list[str], cwd: Path, ready: Callable[[], bool]) -> tuple[int, str]:
+    """Run ``xdrl-train args`` in its own session and, once ``ready()`` holds, send one SIGINT
+    to its whole process group (what one Ctrl-C in a terminal sends); its exit code and stderr.
+    """
+    log = cwd / "ctrl_c_stderr.txt"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [XDRL_TRAIN, *args], cwd=cwd, env={**ENV, "WANDB_MODE": "disabled"},
+            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+        )  # fmt: skip
+        try:
+            wait_for(ready, proc, timeout=600, log=log)
+            os.killpg(proc.pid, signal.SIGINT)
+            code = proc.wait(timeout=600)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    return code, log.read_text()
 
 
 def cartpole(render: bool = False) -> Any:

@@ -9,14 +9,11 @@ timing race, only events the jobs leave on disk.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from tests.conftest import XDRL_TRAIN, read_summary, run_cli
+from tests.conftest import STOPPABLE_JOB, ctrl_c_when, read_summary, run_cli
 
 SWEEP = [
     "-m",
@@ -24,16 +21,7 @@ SWEEP = [
     "hydra.launcher.n_jobs=2",
     "seed=0,1,2",
     "hydra.sweep.subdir=${hydra.job.num}",  # the job folders do not depend on the budget
-    "frames_per_batch=256",
-    "env.num_envs=4",
-    "algorithm.build.epochs=1",
-    "eval.interval_frames=1000000",
-    "eval.episodes=2",
-    "eval.max_steps=50",
-    "eval.before_training=false",
-    "logging=none",
-    "checkpoint.interval_frames=256",
-    "num_threads=1",
+    *STOPPABLE_JOB,
 ]
 
 
@@ -41,32 +29,16 @@ def _checkpoints(job_dir: Path) -> list[Path]:
     return sorted(p.parent for p in job_dir.glob("checkpoints/checkpoint-*/manifest.json"))
 
 
-def _wait_for_checkpoints(sweep_dir: Path, jobs: list[str], proc: subprocess.Popen) -> None:
-    """Until every job in ``jobs`` has written a checkpoint (or the sweep ended: a failure)."""
-    while not all(_checkpoints(sweep_dir / job) for job in jobs):
-        assert proc.poll() is None, "the sweep ended before every job had checkpointed"
-        time.sleep(0.2)
-
-
 def test_one_ctrl_c_stops_every_job_at_a_checkpoint_and_the_command_continues(
     tmp_path: Path,
 ) -> None:
     sweep_dir = tmp_path / "sweep"
     args = [*SWEEP, "total_frames=1000000", f"hydra.sweep.dir={sweep_dir}"]
-    env = {**os.environ, "WANDB_MODE": "disabled"}
-    with (tmp_path / "out.txt").open("w") as out, (tmp_path / "err.txt").open("w") as err:
-        proc = subprocess.Popen(
-            [XDRL_TRAIN, *args], cwd=tmp_path, env=env, stdout=out, stderr=err,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            _wait_for_checkpoints(sweep_dir, ["0", "1"], proc)
-            os.killpg(proc.pid, signal.SIGINT)  # what one Ctrl-C in a terminal sends
-            code = proc.wait(timeout=300)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-    stderr = (tmp_path / "err.txt").read_text()
+
+    def both_checkpointed() -> bool:
+        return all(_checkpoints(sweep_dir / job) for job in ("0", "1"))
+
+    code, stderr = ctrl_c_when(args, tmp_path, both_checkpointed)
     assert code == 130, stderr[-3000:]
     assert "second Ctrl-C" not in stderr and "Traceback" not in stderr
     assert f"sweep interrupted in {sweep_dir}" in stderr

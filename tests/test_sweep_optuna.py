@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import run_cli
+from tests.conftest import STOPPABLE_JOB, ctrl_c_when, run_cli
 from tests.test_sweeps import TINY
 
 OBJECTIVE = "eval/deterministic/reward/episode_reward_mean"
@@ -115,44 +115,20 @@ def test_a_search_space_without_valid_values_is_one_line_before_any_trial(
 def test_a_trial_stopped_by_ctrl_c_resumes_in_its_folder_when_the_command_runs_again(
     tmp_path: Path,
 ) -> None:
-    import os
-    import signal
-    import subprocess
-    import time
-
-    from tests.conftest import XDRL_TRAIN
-
     sweep_dir = tmp_path / "sweep"
     base = [
         "-m",
         "hparams_search=ppo_cartpole",
         "hydra.sweeper.n_trials=2",
-        "frames_per_batch=256",
-        "env.num_envs=4",
-        "algorithm.build.epochs=1",
-        "eval.interval_frames=1000000",
-        "eval.episodes=2",
-        "eval.max_steps=50",
-        "eval.before_training=false",
-        "logging=none",
-        "checkpoint.interval_frames=256",
-        "num_threads=1",
+        *STOPPABLE_JOB,
         f"hydra.sweep.dir={sweep_dir}",
     ]
-    with (tmp_path / "err.txt").open("w") as err:
-        proc = subprocess.Popen(
-            [XDRL_TRAIN, *base, "total_frames=1000000"], cwd=tmp_path, stdout=subprocess.DEVNULL,
-            stderr=err, start_new_session=True,
-        )  # fmt: skip
-        try:
-            while not list(sweep_dir.glob("0/checkpoints/checkpoint-*/manifest.json")):
-                assert proc.poll() is None, "the search ended before trial 0 checkpointed"
-                time.sleep(0.2)
-            os.killpg(proc.pid, signal.SIGINT)
-            assert proc.wait(timeout=300) == 130, (tmp_path / "err.txt").read_text()[-3000:]
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+
+    def trial_0_checkpointed() -> bool:
+        return any(sweep_dir.glob("0/checkpoints/checkpoint-*/manifest.json"))
+
+    code, stderr = ctrl_c_when([*base, "total_frames=1000000"], tmp_path, trial_0_checkpointed)
+    assert code == 130, stderr[-3000:]
     stopped = json.loads((sweep_dir / "0" / "summary.json").read_text())
     assert stopped["status"] == "interrupted"
     assert _trials(sweep_dir / "optuna.db") == [(0, "RUNNING")]  # no trial 1 was started

@@ -194,8 +194,9 @@ def test_checkpoint_metric_only_from_an_evaluation_at_the_save() -> None:
 
     from xdrl.build import _objective_metadata
 
-    evaluation = {"set": SimpleNamespace(last_eval_frames=512, last_metrics={"eval/x": 3.0})}
-    metadata = _objective_metadata("eval/x", evaluation)
+    evaluation = SimpleNamespace(last_eval_frames=512, last_metrics={"eval/x": 3.0})
+    metadata = _objective_metadata("eval/x", evaluation)  # type: ignore[arg-type]
     assert metadata(SimpleNamespace(collected_frames=512)) == {BEST_METRIC: 3.0}
     assert metadata(SimpleNamespace(collected_frames=768)) == {}  # stale: the weights moved on
-    assert _objective_metadata("eval/y", evaluation)(SimpleNamespace(collected_frames=512)) == {}
+    other = _objective_metadata("eval/y", evaluation)  # type: ignore[arg-type]
+    assert other(SimpleNamespace(collected_frames=512)) == {}

@@ -18,7 +18,8 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from tests.conftest import run_cli
 from xdrl.policy import export_cli
 from xdrl.policy.export import sample_observations
-from xdrl.policy.loading import load_run, vecnorm_of
+from xdrl.policy.loading import load_run
+from xdrl.trainer_hooks.observation_norm import observation_norm
 
 BIN = Path(sys.executable).parent
 TINY = [
@@ -59,10 +60,10 @@ def _torch_actions(run_dir: Path, observations: np.ndarray) -> np.ndarray:
     policy = load_run(run_dir)
     try:
         obs = torch.from_numpy(observations)
-        vecnorm = vecnorm_of(policy.env)
-        if vecnorm is not None:  # VecNormV2's own statistics, frozen: (x - loc) / scale
-            obs = (obs - vecnorm.loc["observation"]) / vecnorm.scale["observation"]
         data = TensorDict({"observation": obs}, batch_size=[len(obs)])
+        vecnorm = observation_norm(policy.env)
+        if vecnorm is not None:  # TorchRL's own normalization with the frozen statistics
+            data = vecnorm.to_observation_norm()(data)
         with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
             return policy.module(data)["action"].numpy()
     finally:
@@ -143,7 +144,7 @@ def test_continuous_onnx_within_1e5_and_bounds(tmp_path: Path, algorithm: str, n
     _assert_weights_loaded(run_dir)
     if normalize:  # the statistics are inside: raw observations without them act differently
         policy = load_run(run_dir)
-        stats = vecnorm_of(policy.env)
+        stats = observation_norm(policy.env)
         assert stats is not None and not torch.allclose(stats.loc["observation"], torch.zeros(3))
         policy.close()
 

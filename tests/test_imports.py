@@ -20,7 +20,6 @@ UPWARD = [
     ("xdrl.collector", "xdrl.algorithms"),  # the collector knows policies by xdrl.policy_types
     ("xdrl.envs", "xdrl.config_check"),  # the check reads the env factory, never the reverse
     ("xdrl.envs", "xdrl.collector"),  # the collector steps envs; evaluation builders pick its path
-    ("xdrl.config_types", "xdrl"),
 ]
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-import os
 
+import joblib
 import pytest
 import torch
 
@@ -36,7 +36,7 @@ def test_setup_process_sets_threads_and_routes_torchrl_logs(make_cfg, monkeypatc
         ({"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
           "n_jobs": 2}, 2),
         ({"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
-          "n_jobs": -1}, os.cpu_count()),
+          "n_jobs": -1}, joblib.cpu_count()),  # joblib's own count: affinity, cgroup quota
         ({"_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
           "cpus_per_task": 2}, 1),
     ],

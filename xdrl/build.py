@@ -223,12 +223,11 @@ def _resolved(cfg: DictConfig) -> dict[str, Any]:
     return {str(k): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}
 
 
-def _objective_metadata(objective: str, evaluation: dict[str, Any]) -> Any:
+def _objective_metadata(objective: str, eval_set: LoggingEvaluationHookSet | None) -> Any:
     """Checkpoint metadata for ``checkpoint.keep_best``: ``objective`` of an evaluation taken at
     the save's own frame count (a save between evaluations carries none: no stale metric)."""
 
     def metadata(trainer: Trainer) -> dict[str, float]:
-        eval_set = evaluation.get("set")
         if eval_set is None or eval_set.last_eval_frames != trainer.collected_frames:
             return {}
         value = eval_set.last_metrics.get(objective)
@@ -272,7 +271,6 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
 
     # Checkpoints
     checkpoint = rotation = None
-    evaluation: dict[str, Any] = {}  # the evaluation hook set, once built (checkpoint metadata)
     if cfg.checkpoint.enabled:
         checkpoint, rotation = make_checkpointing(
             cfg.run_dir,
@@ -280,6 +278,8 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
             config=_resolved(cfg),
             keep_best=cfg.checkpoint.keep_best and cfg.eval.enabled,
         )
+
+    eval_set = build_evaluation(cfg, env_factory, parts, logger, envs)
 
     # Trainer
     trainer = XdrlTrainer(
@@ -299,13 +299,11 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
         auto_log_optim_steps=False,
         checkpoint=checkpoint,
         checkpoint_rotation=rotation,
-        checkpoint_metadata=_objective_metadata(cfg.objective, evaluation) if rotation else None,
+        checkpoint_metadata=_objective_metadata(cfg.objective, eval_set) if rotation else None,
         save_trainer_interval=cfg.checkpoint.interval_frames if checkpoint else cfg.total_frames,
     )
 
     # Hooks: timers first, the algorithm's own, then xdrl's logging and evaluation
-    eval_set = build_evaluation(cfg, env_factory, parts, logger, envs)
-    evaluation["set"] = eval_set
     norm_sync = ObservationNormSync(train_env, eval_set.environment if eval_set else None)
     if norm_sync.active:  # before the evaluation hooks: they evaluate on the training statistics
         norm_sync.register(trainer)
@@ -350,7 +348,7 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
         train_env.set_seed(cfg.seed + int(trainer.collected_frames))
     if resumed is not None:
         _log_resume_exactness(env_state.approximate)
-    norm_sync()  # restored training statistics, for an evaluation before the next batch
+    norm_sync.link()  # a restore replaced the training statistics: share them again
     return Run(
         trainer=trainer,
         hook_set=hook_set,

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from xdrl.config_types import FiniteFloat, PositiveInt
-from xdrl.errors import ConfigError
+from xdrl.errors import ConfigError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def import_env_modules(modules: Sequence[str], key: str = "env.import_modules") 
         try:
             importlib.import_module(module)
         except Exception as err:  # noqa: BLE001 - any failure to import is the user's to fix
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            first = first_line(err)
             pip_name = next((p for m, p in KNOWN_FAMILIES.values() if m == module), None)
             fix = f"install it (`pip install {pip_name}`)" if pip_name else "install it"
             raise ConfigError(
@@ -184,11 +184,9 @@ def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int |
     except (gymnasium.error.DependencyNotInstalled, ImportError) as err:
         raise _missing_dependency(env_id, err) from err
     except Exception as err:  # noqa: BLE001 - the env's own complaint, in one line
-        text = str(err).strip().splitlines()
         raise ConfigError(
             "env.make_kwargs" if kwargs else "env.id",
-            f"{env_id} cannot be created ({text[0] if text else type(err).__name__}); "
-            "check the env's arguments",
+            f"{env_id} cannot be created ({first_line(err)}); check the env's arguments",
         ) from err
     try:
         space = env.observation_space
@@ -237,7 +235,7 @@ def _missing_dependency(env_id: str, error: Exception) -> ConfigError:
                 f"{env_id} needs an optional package ({module}); install it with "
                 f"`pip install 'xdrl[{extra}]'`",
             )
-    return ConfigError("env.id", f"{env_id} cannot be created: {text.splitlines()[0]}")
+    return ConfigError("env.id", f"{env_id} cannot be created: {first_line(error)}")
 
 
 def _make_base(

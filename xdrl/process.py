@@ -36,12 +36,13 @@ def setup_process(cfg: DictConfig) -> ProcessSettings:
 
     logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
     cache_missing_pandas()  # tensordict looks pandas up on every module call (~10% of PPO time)
-    jobs = concurrent_jobs(_hydra_launcher())
-    cores = max(1, available_cores() // jobs)
-    threads = resolve_num_threads(cfg.num_threads, hidden_sizes(cfg.algorithm.build), cores)
+    jobs, cores = concurrent_jobs(_hydra_launcher()), available_cores()
+    threads = resolve_num_threads(
+        cfg.num_threads, hidden_sizes(cfg.algorithm.build), max(1, cores // jobs)
+    )
     if cfg.num_threads == "auto" and jobs > 1:
         log.info("num_threads auto: %d (%d cores shared by up to %d parallel jobs)", threads,
-                 available_cores(), jobs)  # fmt: skip
+                 cores, jobs)  # fmt: skip
     torch.set_num_threads(threads)
     plain_torchrl_logging()
     return ProcessSettings(num_threads=threads, interactive=sys.stdout.isatty())
@@ -49,17 +50,17 @@ def setup_process(cfg: DictConfig) -> ProcessSettings:
 
 def concurrent_jobs(launcher: Mapping[str, Any] | None) -> int:
     """Sweep jobs that may run beside this one on this machine and share its cores: a joblib
-    launcher's ``n_jobs`` (joblib's meaning: ``-1`` all CPUs, ``-2`` all but one); 1 for a single
+    launcher's ``n_jobs`` as joblib counts it (``-1``: the CPUs joblib may use, affinity and cgroup
+    quota included; ``-2``: one fewer); 1 for a single
     run, the basic launcher (one job at a time) and SLURM (each job gets its own CPUs)."""
     if not launcher or "joblib" not in str(launcher.get("_target_", "")).lower():
         return 1
     n_jobs = launcher.get("n_jobs")
     if n_jobs is None:
         return 1
-    n = int(n_jobs)
-    if n < 0:
-        n = (os.cpu_count() or 1) + 1 + n
-    return max(1, n)
+    from joblib import effective_n_jobs  # installed with the joblib launcher
+
+    return max(1, int(effective_n_jobs(int(n_jobs))))
 
 
 def _hydra_launcher() -> Mapping[str, Any] | None:

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from xdrl.files import SUMMARY_FILE
+from xdrl.files import SUMMARY_FILE, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def note_job_status(run_dir: str | Path, status: str, reason: str) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     summary = {"status": status, "total_frames": 0, "error": reason}
-    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_atomically(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
 
 
 def ignore_ctrl_c() -> None:

@@ -41,8 +41,10 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from xdrl.errors import ConfigError
+from xdrl.errors import ConfigError, first_line
+from xdrl.files import SUMMARY_FILE
 from xdrl.sweep import OPTUNA_RESULTS  # the sweep table reads it back
+from xdrl.sweep_stop import sweep_interrupted
 
 log = logging.getLogger(__name__)
 
@@ -268,9 +270,9 @@ class OptunaSweeper(Sweeper):
             trial = Trial(study, frozen._trial_id)  # the running trial, to tell and annotate
             log.info("Trial %d was left running: running it again in its folder", trial.number)
             self._launch(study, [trial], fixed, sweep_dir)
-            if _interrupted(sweep_dir):
+            if sweep_interrupted(sweep_dir):
                 return
-        while _finished(study) < self.n_trials and not _interrupted(sweep_dir):
+        while _finished(study) < self.n_trials and not sweep_interrupted(sweep_dir):
             size = min(self.n_jobs, self.n_trials - _finished(study))
             self._launch(study, [study.ask(space) for _ in range(size)], fixed, sweep_dir)
 
@@ -309,7 +311,7 @@ def _tell(study: Any, trial: Any, ret: JobReturn) -> None:
         log.info("Trial %d was %s: the same command continues it", trial.number, status)
         return
     if ret.status == JobStatus.FAILED:
-        reason = _one_line(ret._return_value)
+        reason = first_line(ret._return_value)
     elif not isinstance(ret.return_value, int | float) or math.isnan(ret.return_value):
         reason = f"the run returned no objective (got {ret.return_value!r}); see its summary.json"
     else:
@@ -326,14 +328,9 @@ def _run_status(ret: JobReturn) -> str | None:
 
     try:
         out = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))  # type: ignore[union-attr]
-        return str(json.loads((out / "summary.json").read_text()).get("status"))
+        return str(json.loads((out / SUMMARY_FILE).read_text()).get("status"))
     except Exception:  # noqa: BLE001 - no summary: the job's JobReturn decides
         return None
-
-
-def _one_line(err: Any) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else type(err).__name__
 
 
 def _finished(study: Any) -> int:
@@ -341,12 +338,6 @@ def _finished(study: Any) -> int:
 
     done = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
     return len(study.get_trials(deepcopy=False, states=done))
-
-
-def _interrupted(sweep_dir: Path) -> bool:
-    from xdrl.sweep_stop import sweep_interrupted
-
-    return sweep_interrupted(sweep_dir)
 
 
 def _best(study: Any) -> Any:

@@ -103,7 +103,7 @@ class RewardScale:
         return batch
 
 
-def use_reward_scale(loss_module, reward_scale: float, key: str) -> list:
+def use_reward_scale(loss_module, reward_scale: float) -> list:
     """Point the loss and its value estimator at the scaled reward (call after
     ``make_value_estimator``); returns the batch_process hook that writes it."""
     if reward_scale == 1.0:
@@ -158,7 +158,7 @@ def on_policy_parts(
     loss.make_value_estimator(
         GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
     )
-    scale_hooks = use_reward_scale(loss, reward_scale, "algorithm.build.reward_scale")
+    scale_hooks = use_reward_scale(loss, reward_scale)
     buffer = minibatch_buffer(frames_per_batch, minibatch_size, "algorithm.build.minibatch_size")
     return AlgorithmParts(
         policy=actor,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xdrl.errors import ConfigError
+from xdrl.errors import ConfigError, first_line
 from xdrl.policy.loading import LoadedPolicy
 
 FORMATS = ("onnx", "pt2", "torchscript")
@@ -66,7 +66,7 @@ def _export_program(policy: LoadedPolicy, example: torch.Tensor) -> Any:
             policy.deterministic_module, (example,), dynamic_shapes={INPUT_NAME: {0: batch}}
         )
     except Exception as err:  # noqa: BLE001 - say which part does not trace, in one line
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise ExportError(
             f"the policy {type(policy.module).__name__} does not trace with torch.export "
             f"({type(err).__name__}: {first})"

@@ -22,7 +22,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from xdrl.build import build_algorithm
 from xdrl.checkpointing import CorruptCheckpoint, VerifiedCheckpoint
-from xdrl.errors import ConfigError
+from xdrl.errors import ConfigError, first_line
 from xdrl.policy.module import DeterministicPolicy
 from xdrl.policy.run_dir import (
     apply_overrides,
@@ -32,6 +32,7 @@ from xdrl.policy.run_dir import (
     resolve_checkpoint,
     saved_config,
 )
+from xdrl.trainer_hooks.observation_norm import observation_norm
 
 POLICY_COMPONENT = "policy"
 COLLECTOR_COMPONENT = "collector"
@@ -54,7 +55,7 @@ class _EnvState:
         if env_state:
             self.env.load_state_dict(env_state, strict=False)
             self.loaded = True
-            vecnorm = vecnorm_of(self.env)
+            vecnorm = observation_norm(self.env)
             if vecnorm is not None:
                 _pool_per_env_statistics(vecnorm)
 
@@ -71,14 +72,6 @@ def _pool_per_env_statistics(vecnorm: VecNormV2) -> None:
             stats.set("observation", value.mean(dim=tuple(range(extra))))
 
 
-def vecnorm_of(env: Any) -> VecNormV2 | None:
-    """The env's observation ``VecNormV2`` transform (None without normalization)."""
-    for transform in getattr(env, "transform", []):
-        if isinstance(transform, VecNormV2):
-            return transform
-    return None
-
-
 def make_env(config: dict[str, Any], *, num_envs: int, seed: int, render: bool = False) -> Any:
     """The run's env, built by its own ``env`` factory (``xdrl.envs.make_env`` via Hydra)."""
     from hydra.errors import InstantiationException
@@ -93,7 +86,7 @@ def make_env(config: dict[str, Any], *, num_envs: int, seed: int, render: bool =
         cause = err.__cause__ or err
         if isinstance(cause, ConfigError):
             raise cause from err
-        raise ConfigError("env", str(cause).strip().splitlines()[-1]) from err
+        raise ConfigError("env", first_line(cause)) from err
 
 
 def _policy_owner(loss_module: Any) -> Any:
@@ -108,7 +101,7 @@ def _load(checkpoint: Path, run_dir: Path, parts: Any, env: Any) -> None:
     """Verify the checkpoint, then load its policy (and VecNorm statistics) into parts/env."""
     sink = _EnvState(env)
     components: dict[str, Any] = {POLICY_COMPONENT: _policy_owner(parts.loss_module)}
-    normalized = vecnorm_of(env) is not None
+    normalized = observation_norm(env) is not None
     if normalized:
         components[COLLECTOR_COMPONENT] = sink
     loader = VerifiedCheckpoint(**components)
@@ -123,7 +116,7 @@ def _load(checkpoint: Path, run_dir: Path, parts: Any, env: Any) -> None:
         )
         raise ConfigError("--checkpoint", f"{checkpoint.name} is damaged: {err}{offer}") from None
     except Exception as err:  # noqa: BLE001 - intact files that do not fit the rebuilt policy
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise ConfigError("--checkpoint", f"{checkpoint} does not load ({first})") from None
     if normalized and not sink.loaded:
         raise ConfigError(
@@ -207,7 +200,7 @@ def load_run(
     except BaseException:
         env.close()
         raise
-    vecnorm = vecnorm_of(env)
+    vecnorm = observation_norm(env)
     loc = scale = None
     if vecnorm is not None:
         vecnorm.freeze()

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xdrl.errors import first_line
+
 log = logging.getLogger(__name__)
 
 MISSING_EXTRA = "needs scipy and matplotlib: pip install 'xdrl[report]'"
@@ -142,7 +144,7 @@ def _pareto_sections(analysis: Any, folder: Path, warnings: list[str]) -> str | 
             raise
         except Exception as err:  # noqa: BLE001 - the seed statistics stand without the front
             log.debug("Pareto section of %s failed", env, exc_info=True)
-            why = f"{type(err).__name__}: {err}".splitlines()[0]
+            why = f"{type(err).__name__}: {first_line(err)}"
             warnings.append(f"Pareto front of {env} not drawn: {why}")
             section = f"## Pareto front: {env}\n\nNot drawn: {why}\n"
         if section and target != folder:

@@ -4,13 +4,13 @@ With ``env.normalize_observations: true`` each env built by :func:`xdrl.envs.mak
 TorchRL ``VecNormV2``. Left alone, the evaluation env's would learn its own running statistics
 from evaluation episodes only, so the evaluated policy would see observations scaled otherwise
 than those it was trained on (and its numbers would drift with the evaluation schedule). This
-hook copies the training statistics into the evaluation env's ``VecNormV2`` and freezes it,
-before every evaluation; ``xdrl-eval`` loads the same statistics from the checkpoint.
+hook points the evaluation env's frozen ``VecNormV2`` at the training env's statistics tensors,
+once: the training ``VecNormV2`` updates them in place, so every later evaluation reads them as
+they are, with no copy per batch. ``xdrl-eval`` loads the same statistics from the checkpoint.
 """
 
 from __future__ import annotations
 
-import copy
 import warnings
 from typing import Any
 
@@ -29,11 +29,12 @@ def observation_norm(env: EnvBase | None) -> VecNormV2 | None:
 
 
 class ObservationNormSync(XdrlHook):
-    """Copy the training env's ``VecNormV2`` statistics into the evaluation env's, frozen.
+    """Share the training env's ``VecNormV2`` statistics with the evaluation env's, frozen.
 
     Registered at ``post_steps_log`` before the evaluation hooks (hooks at one point run in
-    registration order); call it once after a checkpoint is restored, too. Until the training
-    statistics exist (a fresh run's pre-training evaluation) the evaluation env keeps its own.
+    registration order), it links the two once the training statistics exist (the first batch;
+    a fresh run's pre-training evaluation uses the evaluation env's own) and does nothing after.
+    A restore replaces the training tensors: call :meth:`link` again after it.
 
     Args:
         train_env: the env the collector steps.
@@ -41,7 +42,7 @@ class ObservationNormSync(XdrlHook):
 
     Example:
         >>> sync = ObservationNormSync(train_env, eval_env)
-        >>> sync.register_ops(trainer)  # before the evaluation hook set
+        >>> sync.register(trainer)  # before the evaluation hook set
     """
 
     hook_point = "post_steps_log"
@@ -49,6 +50,7 @@ class ObservationNormSync(XdrlHook):
     def __init__(self, train_env: EnvBase, eval_env: EnvBase | None) -> None:
         self.train_norm = observation_norm(train_env)
         self.eval_norm = observation_norm(eval_env)
+        self.linked = False
 
     @property
     def active(self) -> bool:
@@ -56,14 +58,20 @@ class ObservationNormSync(XdrlHook):
         return self.train_norm is not None and self.eval_norm is not None
 
     def __call__(self, *_: Any) -> None:
+        if not self.linked:
+            self.link()
+
+    def link(self) -> None:
+        """Make the evaluation ``VecNormV2`` hold the training one's statistics tensors (loading
+        its state dict shares them) and freeze it; nothing until the training ones exist."""
         train, evaluation = self.train_norm, self.eval_norm
         if train is None or evaluation is None or not bool(train.initialized):
             return
-        state = copy.deepcopy(train.state_dict())  # a copy: evaluation never aliases training
-        with warnings.catch_warnings():  # the first copy into a not yet initialized VecNormV2
+        with warnings.catch_warnings():  # the first load into a not yet initialized VecNormV2
             warnings.filterwarnings("ignore", message="VecNorm wasn't initialized")
-            evaluation.load_state_dict(state)
+            evaluation.load_state_dict(train.state_dict())
         evaluation.freeze()
+        self.linked = True
 
     def register(self, trainer: Trainer, name: str = "observation_norm_sync") -> None:
         """Register at ``post_steps_log`` only: the statistics are the envs' (``env_state``)."""

@@ -23,8 +23,6 @@ class FrameRecorder:
         env: the TorchRL evaluation env (created with ``render=True``).
         render_kwargs: keyword arguments for gymnasium's ``render``.
         label: names the recording in warnings.
-        all_episodes: record every step (all sub-envs' episodes share the rollout) instead of
-            stopping when the first sub-env's episode ends.
 
     Example:
         >>> recorder = FrameRecorder(eval_env)
@@ -40,12 +38,10 @@ class FrameRecorder:
         env: Any,
         render_kwargs: dict[str, Any] | None = None,
         label: str = "eval",
-        all_episodes: bool = False,
     ) -> None:
         self.env = env
         self.render_kwargs = dict(render_kwargs or {})
         self.label = label
-        self.all_episodes = all_episodes
         self.frames: list[np.ndarray] = []
         self._target: Any | None = None
         self._active = False
@@ -92,7 +88,7 @@ class FrameRecorder:
             return
         self._active = self.capture()
         done = tensordict.get("done", None)
-        if not self.all_episodes and done is not None and bool(done.reshape(-1)[0]):
+        if done is not None and bool(done.reshape(-1)[0]):
             self._active = False
 
 

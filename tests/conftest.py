@@ -3,15 +3,20 @@ xdrl-train, wait for what a run reports, a plain CartPole env and a fake trainer
 
 from __future__ import annotations
 
+import array
+import atexit
 import csv
 import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -61,14 +66,90 @@ def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
     return _make
 
 
+# Console scripts run from the warm interpreter of tests/warm_python.py unless XDRL_TEST_WARM=0.
+WARM = os.environ.get("XDRL_TEST_WARM", "1") != "0"
+# Variables read while torch and its kin are imported: a request that changes one starts fresh.
+_IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "KMP_", "TORCH", "PYTORCH", "CUDA", "PYTHON", "LD_")
+_warm: tuple[subprocess.Popen, str, dict[str, str]] | None = None
+
+
+def _warm_socket() -> tuple[str, dict[str, str]] | None:
+    """The socket of this test process's warm interpreter (started on first use), and the
+    environment it was started with; None where it could not start."""
+    global _warm
+    if _warm is None:
+        folder = Path(tempfile.mkdtemp(prefix="xdrl-warm-"))
+        path = str(folder / "socket")
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("warm_python.py")), path],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=(folder / "stderr.txt").open("w"),
+        )  # fmt: skip
+        atexit.register(proc.kill)
+        while not os.path.exists(path) and proc.poll() is None:
+            time.sleep(0.05)  # until it has imported torch and listens
+        _warm = (proc, path, dict(os.environ))
+    proc, path, started_with = _warm
+    return (path, started_with) if proc.poll() is None else None
+
+
+def run_script(
+    name: str,
+    args: list[str],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess:
+    """Run the installed console script ``name`` (``xdrl-train``, ``xdrl-eval``, ...) with
+    ``args`` as a user would, output captured; from the warm interpreter where it can."""
+    full_env = {**os.environ, **(env or {})}
+    argv = [str(Path(sys.executable).with_name(name)), *map(str, args)]
+    warm = _warm_socket() if WARM else None
+    if warm is not None:
+        path, started_with = warm
+        import_time = [k for k in {*full_env, *started_with} if k.startswith(_IMPORT_TIME_PREFIXES)]
+        if all(full_env.get(k) == started_with.get(k) for k in import_time):
+            return _run_warm(path, argv, cwd or Path.cwd(), full_env, timeout)
+    return subprocess.run(
+        argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _run_warm(
+    path: str, argv: list[str], cwd: Path, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess:
+    """One console script run by a child of the warm interpreter at ``path``."""
+    (entry,) = entry_points(group="console_scripts", name=Path(argv[0]).name)
+    request = {"script": argv[0], "args": argv[1:], "cwd": str(cwd), "env": env,
+               "entry_point": entry.value}  # fmt: skip
+    with (
+        open(os.devnull) as stdin,
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn,
+    ):
+        conn.connect(path)
+        fds = array.array("i", [stdin.fileno(), out.fileno(), err.fileno()])
+        conn.sendmsg([json.dumps(request).encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        replies = conn.makefile()
+        pid = json.loads(replies.readline())["pid"]
+        conn.settimeout(timeout)
+        try:
+            returncode = json.loads(replies.readline())["returncode"]
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+
+
 def run_cli(
     args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
-    """Run the installed ``xdrl-train`` console script as a user would."""
-    full_env = {**os.environ, **WANDB_OFFLINE, **(env or {})}
-    return subprocess.run(
-        [XDRL_TRAIN, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
-    )
+    """Run the installed ``xdrl-train`` console script as a user would (W&B offline)."""
+    return run_script("xdrl-train", args, cwd, {**WANDB_OFFLINE, **(env or {})}, timeout)
 
 
 def read_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:

@@ -13,10 +13,8 @@ from pathlib import Path
 import pytest
 from torchrl.checkpoint import Checkpoint
 
-from tests.conftest import read_summary, run_cli
+from tests.conftest import read_summary, run_cli, run_script
 from xdrl.checkpointing import BEST_METRIC, BestRotation
-
-BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +41,7 @@ def dst_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _eval(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "xdrl-eval"), *args], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
+    return run_script("xdrl-eval", list(args), cwd)
 
 
 def test_eval_reproduces_final_evaluation_per_objective(dst_run: Path, tmp_path: Path) -> None:

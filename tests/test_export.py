@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +14,12 @@ from tensordict import TensorDict
 from torchrl.checkpoint import Checkpoint
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_script
 from xdrl.policy import export_cli
 from xdrl.policy.export import sample_observations
 from xdrl.policy.loading import load_run
 from xdrl.trainer_hooks.observation_norm import observation_norm
 
-BIN = Path(sys.executable).parent
 TINY = [
     "total_frames=512",
     "frames_per_batch=256",
@@ -47,12 +45,7 @@ def ppo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _export(run_dir: Path, fmt: str, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "xdrl-export"), str(run_dir), "--format", fmt, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_script("xdrl-export", [str(run_dir), "--format", fmt, "--out", str(out)])
 
 
 def _torch_actions(run_dir: Path, observations: np.ndarray) -> np.ndarray:

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import read_summary, run_cli
+from tests.conftest import read_summary, run_cli, run_script
 
-BIN = Path(sys.executable).parent
 ONNX_PLAYER = """
 import sys
 import gymnasium as gym
@@ -60,9 +59,7 @@ def cartpole_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _cli(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / name), *args], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
+    return run_script(name, list(args), cwd)
 
 
 def test_exported_onnx_plays_cartpole_without_torch(cartpole_run: Path, tmp_path: Path) -> None:

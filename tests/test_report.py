@@ -21,7 +21,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from tests.conftest import read_summary, run_cli
+from tests.conftest import read_summary, run_cli, run_script
 from xdrl.evaluation_history import EVALUATIONS_FILE, EvaluationHistory, read_evaluations
 from xdrl.report import make_report
 from xdrl.report.cli import main as report_main
@@ -438,10 +438,8 @@ def test_sweep_ends_with_the_report(tmp_path: Path) -> None:
     assert len(report["probability_of_improvement"]) == 1
     _assert_pngs(out)
     # The command-line tool reads the same folder to the same numbers.
-    again = subprocess.run(
-        [str(Path(sys.executable).with_name("xdrl-report")), str(sweep_dir), "--out",
-         str(tmp_path / "again")], capture_output=True, text=True, check=True,
-    )  # fmt: skip
+    again = run_script("xdrl-report", [str(sweep_dir), "--out", str(tmp_path / "again")])
+    assert again.returncode == 0, again.stderr
     assert "algorithm.build.epochs=1" in again.stdout
     assert (
         json.loads((tmp_path / "again" / "report.json").read_text())["groups"] == (report["groups"])
@@ -512,12 +510,11 @@ def test_runs_that_all_agree_give_a_point_interval(tmp_path: Path) -> None:
 # Reports never lie and never half-write: xdrl-report as a user runs it
 # ---------------------------------------------------------------------------------------------
 
-XDRL_REPORT = str(Path(sys.executable).with_name("xdrl-report"))
 LEN_METRIC = "eval/deterministic/episode_len_mean"
 
 
 def _xdrl_report(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([XDRL_REPORT, *map(str, args)], capture_output=True, text=True)
+    return run_script("xdrl-report", [str(a) for a in args])
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

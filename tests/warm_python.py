@@ -1,0 +1,98 @@
+"""A warm interpreter for the console-script tests: it imports torch, TorchRL and the other heavy
+third-party libraries once, then forks one child per request, which runs the console script's
+entry point (``xdrl.cli:main``, ...) with the request's arguments, working directory,
+environment and standard streams, and exits as the script's own process would.
+
+Why: each ``xdrl-train`` process spends about 2.5 s of CPU importing torch, tensordict (which
+imports ``torch._dynamo``) and TorchRL before it does anything, and the suite starts about a
+hundred of them; on two cores that import was a third of ``make test``'s wall time. xdrl itself
+is not imported here, so each child imports it fresh, in the order the console script does.
+Tests that are about the process itself (signals, import cost, a terminal) start the real
+console script; ``XDRL_TEST_WARM=0`` makes every test do so.
+
+Run as ``python warm_python.py <socket path>``; requests come from ``conftest.run_script``.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import socket
+import sys
+from importlib import import_module
+
+# The libraries every console script of xdrl imports before its first step; xdrl is not among
+# them (its import order is part of what the tests check).
+WARM_IMPORTS = (
+    "numpy",
+    "torch",
+    "tensordict",
+    "torchrl",
+    "torchrl.envs",
+    "torchrl.collectors",
+    "torchrl.objectives",
+    "torchrl.trainers",
+    "gymnasium",
+    "hydra",
+    "omegaconf",
+)
+
+
+def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
+    """One request: its JSON and the three file descriptors sent along (stdin, stdout, stderr)."""
+    fds = array.array("i")
+    data, ancdata, _, _ = conn.recvmsg(1 << 20, socket.CMSG_SPACE(3 * fds.itemsize))
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    return json.loads(data), list(fds)
+
+
+def serve(path: str) -> dict:
+    """Serve requests while the test process lives; in a forked child, return its request."""
+    for name in WARM_IMPORTS:
+        import_module(name)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path + ".tmp")
+    listener.listen(8)
+    listener.settimeout(5)
+    os.replace(path + ".tmp", path)  # the socket appears only once it accepts
+    parent = os.getppid()
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            if os.getppid() != parent:  # the test process is gone: so is the need for us
+                sys.exit(0)
+            continue
+        conn.settimeout(None)
+        request, fds = _receive(conn)
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            conn.close()
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+                os.close(fd)
+            return request
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        _, status = os.waitpid(pid, 0)
+        conn.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+        conn.close()
+
+
+def run(request: dict) -> None:
+    """Become the console script of ``request``: its directory, environment and argv."""
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = [request["script"], *request["args"]]
+    module, _, function = request["entry_point"].partition(":")
+    sys.exit(getattr(import_module(module), function)())
+
+
+if __name__ == "__main__":
+    run(serve(sys.argv[1]))

@@ -122,8 +122,10 @@ def test_help_does_not_import_heavy_libraries() -> None:
 
 
 def test_exit_without_teardown_keeps_what_a_normal_exit_does(tmp_path: Path) -> None:
-    """Threads joined, atexit handlers run, buffered output flushed, the exit code kept; only
-    the interpreter's module teardown (here: a module-level ``__del__``) is skipped."""
+    """Threads joined, a thread pool's exit callback run first (it wakes the thread the join
+    waits for, as concurrent.futures and joblib's loky do), atexit handlers run, buffered output
+    flushed, the exit code kept; only the interpreter's module teardown (here: a module-level
+    ``__del__``) is skipped."""
     import subprocess
     import sys
 
@@ -141,6 +143,9 @@ def late():
     time.sleep(0.3)
     open({str(marker)!r}, "w").close()
 threading.Thread(target=late).start()
+woken = threading.Event()
+threading.Thread(target=woken.wait).start()  # a pool's manager thread: waits to be told to stop
+threading._register_atexit(woken.set)
 atexit.register(lambda: print("atexit ran"))
 print("buffered", end="")
 exit_without_teardown(sys.argv[1] if sys.argv[1] == "boom" else int(sys.argv[1]))

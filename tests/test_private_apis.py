@@ -46,6 +46,7 @@ ATTRIBUTES = [
     ("torchrl.record.loggers.wandb", "WandbLogger._create_experiment", "xdrl/loggers.py"),
     ("omegaconf", "DictConfig._get_node", "xdrl/config_check.py"),
     ("atexit", "_run_exitfuncs", "xdrl/cli.py (exit_without_teardown)"),
+    ("threading", "_shutdown", "xdrl/cli.py (exit_without_teardown)"),
     ("torchrl.envs.batched_envs", "BatchedEnvBase", "xdrl/env_state.py"),
 ]
 

@@ -277,7 +277,10 @@ def exit_without_teardown(code: int | str | None) -> NoReturn:
     and object one by one) took 1-2.5 s after the run had written everything (measured here:
     `import xdrl.build` then exit, 2.1 s from the last atexit handler to the process's end on 2
     busy cores; ~1 s quiet), a tenth of a CartPole run. Everything a normal exit does that
-    matters is done first: non-daemon threads joined, atexit handlers run (sweep summaries,
+    matters is done first, in the interpreter's order: ``threading._shutdown`` (the callbacks
+    thread pools register with ``threading._register_atexit``, which wake their manager threads,
+    then the join of every non-daemon thread; joining first hung a sweep process that had
+    imported torch on joblib's idle loky manager thread), atexit handlers (sweep summaries,
     logging's flush and close), stdout and stderr flushed; then ``os._exit``.
     """
     import atexit
@@ -287,9 +290,7 @@ def exit_without_teardown(code: int | str | None) -> NoReturn:
     if isinstance(code, str):
         print(code, file=sys.stderr)
         code = 1
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

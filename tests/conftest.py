@@ -7,8 +7,10 @@ import array
 import atexit
 import csv
 import importlib.util
+import io
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from hydra import compose, initialize_config_module
@@ -102,6 +104,27 @@ def run_script(
 ) -> subprocess.CompletedProcess:
     """Run the installed console script ``name`` (``xdrl-train``, ``xdrl-eval``, ...) with
     ``args`` as a user would, output captured; from the warm interpreter where it can."""
+    proc = start_script(name, args, cwd, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def start_script(
+    name: str,
+    args: list[str],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    *,
+    stdout: int | IO[str] = subprocess.DEVNULL,
+    stderr: int | IO[str] = subprocess.DEVNULL,
+    start_new_session: bool = False,
+) -> subprocess.Popen | WarmProcess:
+    """Start the installed console script ``name`` with ``args`` (output: DEVNULL, PIPE read
+    back as text, or a file); from the warm interpreter where it can, else a real Popen."""
     full_env = {**os.environ, **(env or {})}
     argv = [str(Path(sys.executable).with_name(name)), *map(str, args)]
     warm = _warm_socket() if WARM else None
@@ -109,40 +132,88 @@ def run_script(
         path, started_with = warm
         import_time = [k for k in {*full_env, *started_with} if k.startswith(_IMPORT_TIME_PREFIXES)]
         if all(full_env.get(k) == started_with.get(k) for k in import_time):
-            return _run_warm(path, argv, cwd or Path.cwd(), full_env, timeout)
-    return subprocess.run(
-        argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
-    )
+            return WarmProcess(path, argv, cwd or Path.cwd(), full_env, stdout, stderr,
+                               start_new_session)  # fmt: skip
+    return subprocess.Popen(
+        argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+        text=True, start_new_session=start_new_session,
+    )  # fmt: skip
 
 
-def _run_warm(
-    path: str, argv: list[str], cwd: Path, env: dict[str, str], timeout: float
-) -> subprocess.CompletedProcess:
-    """One console script run by a child of the warm interpreter at ``path``."""
-    (entry,) = entry_points(group="console_scripts", name=Path(argv[0]).name)
-    request = {"script": argv[0], "args": argv[1:], "cwd": str(cwd), "env": env,
-               "entry_point": entry.value}  # fmt: skip
-    with (
-        open(os.devnull) as stdin,
-        tempfile.TemporaryFile() as out,
-        tempfile.TemporaryFile() as err,
-        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn,
-    ):
-        conn.connect(path)
-        fds = array.array("i", [stdin.fileno(), out.fileno(), err.fileno()])
-        conn.sendmsg([json.dumps(request).encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-        replies = conn.makefile()
-        pid = json.loads(replies.readline())["pid"]
-        conn.settimeout(timeout)
-        try:
-            returncode = json.loads(replies.readline())["returncode"]
-        except TimeoutError:
-            os.kill(pid, signal.SIGKILL)
-            raise subprocess.TimeoutExpired(argv, timeout) from None
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
-    return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+class WarmProcess:
+    """What the tests use of ``subprocess.Popen``, for a console script run by a child of the
+    warm interpreter: ``pid``, ``poll``, ``wait``, ``communicate``, ``send_signal``, ``kill``
+    and ``stderr``; piped output goes to files, read back as text."""
+
+    def __init__(
+        self,
+        path: str,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        stdout: int | IO[str],
+        stderr: int | IO[str],
+        new_session: bool,
+    ) -> None:
+        (entry,) = entry_points(group="console_scripts", name=Path(argv[0]).name)
+        self.args = argv
+        self.returncode: int | None = None
+        self._pipes = [tempfile.TemporaryFile() if s == subprocess.PIPE else None
+                       for s in (stdout, stderr)]  # fmt: skip
+        request = {"script": argv[0], "args": argv[1:], "cwd": str(cwd), "env": env,
+                   "entry_point": entry.value, "new_session": new_session}  # fmt: skip
+        with open(os.devnull, "r+") as null:
+            fds = [null.fileno()]
+            for target, pipe in zip((stdout, stderr), self._pipes, strict=True):
+                chosen = pipe or (null if target == subprocess.DEVNULL else target)
+                assert not isinstance(chosen, int), "PIPE, DEVNULL or a file"
+                fds.append(chosen.fileno())
+            self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._conn.connect(path)
+            self._conn.sendmsg(
+                [json.dumps(request).encode()],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))],
+            )
+        self._replies = self._conn.makefile()
+        self.pid: int = json.loads(self._replies.readline())["pid"]
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._conn], [], [], 0)[0]:
+            self._finish()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self._conn], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            self._finish()
+        assert self.returncode is not None
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str | None, str | None]:
+        self.wait(timeout)
+        out, err = (p.read().decode() if p is not None else None for p in self._pipes)
+        return out, err
+
+    @property
+    def stderr(self) -> IO[str] | None:
+        """The piped error output so far, as a file to read."""
+        pipe = self._pipes[1]
+        return None if pipe is None else io.StringIO(os.pread(pipe.fileno(), 1 << 26, 0).decode())
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _finish(self) -> None:
+        self.returncode = json.loads(self._replies.readline())["returncode"]
+        self._conn.close()
+        for pipe in self._pipes:
+            if pipe is not None:
+                pipe.seek(0)
 
 
 def run_cli(
@@ -179,7 +250,7 @@ def missing_extra(env_file: str) -> str | None:
 
 def wait_for(
     predicate: Callable[[], bool],
-    proc: subprocess.Popen,
+    proc: subprocess.Popen | WarmProcess,
     *,
     timeout: float = 120,
     log: Path | None = None,
@@ -221,9 +292,9 @@ def ctrl_c_when(args: list[str], cwd: Path, ready: Callable[[], bool]) -> tuple[
     """
     log = cwd / "ctrl_c_stderr.txt"
     with log.open("w") as err:
-        proc = subprocess.Popen(
-            [XDRL_TRAIN, *args], cwd=cwd, env={**ENV, "WANDB_MODE": "disabled"},
-            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+        proc = start_script(
+            "xdrl-train", args, cwd, {**WANDB_OFFLINE, "WANDB_MODE": "disabled"}, stderr=err,
+            start_new_session=True,
         )  # fmt: skip
         try:
             wait_for(ready, proc, timeout=600, log=log)

@@ -33,14 +33,21 @@ import torch
 from torch import nn
 from torchrl.collectors import Collector
 
-from tests.conftest import XDRL_TRAIN, read_scalars, read_summary
+from tests.conftest import (
+    ENV,
+    WANDB_OFFLINE,
+    XDRL_TRAIN,
+    read_scalars,
+    read_summary,
+    run_script,
+    start_script,
+)
 from xdrl.algorithms.common import stochastic_actor
 from xdrl.collector import VectorCollector, fits
 from xdrl.env_state import EnvState, dumps
 from xdrl.envs import make_env
 from xdrl.vector_env import VectorGymEnv
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 PPO = [
     "num_threads=1",
     "total_frames=2048",
@@ -80,7 +87,7 @@ def _command(args: list[str], run_dir: Path) -> list[str]:
 
 def _run(args: list[str], run_dir: Path) -> str:
     """``xdrl-train`` to the end, output on a pipe."""
-    proc = subprocess.run(_command(args, run_dir), env=ENV, capture_output=True, text=True)
+    proc = run_script("xdrl-train", [*args, f"hydra.run.dir={run_dir}"], env=WANDB_OFFLINE)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout + proc.stderr
 
@@ -104,9 +111,7 @@ def _stop_at_first_checkpoint(
         drain = threading.Thread(target=_drain, args=(master,), daemon=True)
         drain.start()
     else:
-        proc = subprocess.Popen(
-            _command(args, run_dir), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        proc = start_script("xdrl-train", [*args, f"hydra.run.dir={run_dir}"], env=WANDB_OFFLINE)
     try:
         while not _first_checkpoint_written(run_dir):
             assert proc.poll() is None, "the run ended before its first checkpoint"

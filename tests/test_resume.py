@@ -17,13 +17,14 @@ import torch
 import yaml
 
 from tests.conftest import (
-    ENV,
     SMALL,
-    XDRL_TRAIN,
+    WANDB_OFFLINE,
+    WarmProcess,
     compose_config,
     read_scalars,
     read_summary,
     run_cli,
+    start_script,
     wait_for,
 )
 from tests.wandb_reader import offline_runs, read_history
@@ -47,15 +48,8 @@ def _checkpoints(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "checkpoints").glob("checkpoint-*"))
 
 
-def _start(args: list[str], cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [XDRL_TRAIN, *args],
-        cwd=cwd,
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def _start(args: list[str], cwd: Path) -> subprocess.Popen | WarmProcess:
+    return start_script("xdrl-train", args, cwd, WANDB_OFFLINE, stderr=subprocess.PIPE)
 
 
 def _last_logged_step(run_dir: Path) -> int:

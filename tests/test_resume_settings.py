@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ENV, SMALL, XDRL_TRAIN, read_summary
+from tests.conftest import ENV, SMALL, WANDB_OFFLINE, XDRL_TRAIN, read_summary, run_script
 
 BASE = [
     *[o for o in SMALL if not o.startswith("total_frames")],
@@ -25,7 +25,7 @@ def _run(args: list[str], run_dir: Path, terminal: bool) -> str:
     """``xdrl-train`` to the end, its output on an 80-column pseudo-terminal or on a pipe."""
     cmd = [XDRL_TRAIN, *BASE, *args, f"hydra.run.dir={run_dir}"]
     if not terminal:
-        proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
+        proc = run_script("xdrl-train", cmd[1:], env=WANDB_OFFLINE)
         assert proc.returncode == 0, proc.stderr[-2000:]
         logs = "".join(p.read_text() for p in run_dir.glob("*.log"))
         assert "\x1b" not in proc.stdout + proc.stderr + logs  # no ANSI codes in files

@@ -16,6 +16,7 @@ Run as ``python warm_python.py <socket path>``; requests come from ``conftest.ru
 from __future__ import annotations
 
 import array
+import contextlib
 import json
 import os
 import socket
@@ -50,27 +51,37 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
 
 
 def serve(path: str) -> dict:
-    """Serve requests while the test process lives; in a forked child, return its request."""
+    """Serve requests while the test process lives; in a forked child, return its request.
+
+    Each request gets a handler (a fork) that forks the run, reports its pid, waits for it and
+    reports its exit code, so that runs overlap as real processes do (a test may start a second
+    run while the first is going)."""
     for name in WARM_IMPORTS:
         import_module(name)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".tmp")
     listener.listen(8)
-    listener.settimeout(5)
+    listener.settimeout(1)
     os.replace(path + ".tmp", path)  # the socket appears only once it accepts
     parent = os.getppid()
-    while True:
+    while os.getppid() == parent:  # until the test process is gone
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass  # handlers that have reported
         try:
             conn, _ = listener.accept()
         except TimeoutError:
-            if os.getppid() != parent:  # the test process is gone: so is the need for us
-                sys.exit(0)
             continue
         conn.settimeout(None)
         request, fds = _receive(conn)
+        if os.fork() != 0:
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            continue
+        listener.close()
         pid = os.fork()
         if pid == 0:
-            listener.close()
             conn.close()
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
@@ -81,11 +92,14 @@ def serve(path: str) -> dict:
         conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
         _, status = os.waitpid(pid, 0)
         conn.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
-        conn.close()
+        os._exit(0)
+    sys.exit(0)
 
 
 def run(request: dict) -> None:
     """Become the console script of ``request``: its directory, environment and argv."""
+    if request["new_session"]:
+        os.setsid()
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

@@ -125,7 +125,9 @@ def start_script(
 ) -> subprocess.Popen | WarmProcess:
     """Start the installed console script ``name`` with ``args`` (output: DEVNULL, PIPE read
     back as text, or a file); from the warm interpreter where it can, else a real Popen."""
-    full_env = {**os.environ, **(env or {})}
+    # An in-process W&B test leaves its service's address in os.environ; a run started from a
+    # shell has its own service (sharing one, a killed run's id stayed "in use" for the restart).
+    full_env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"} | (env or {})
     argv = [str(Path(sys.executable).with_name(name)), *map(str, args)]
     warm = _warm_socket() if WARM else None
     if warm is not None:

@@ -123,6 +123,7 @@ def check_config(cfg: DictConfig) -> None:
         _value(cfg, "env.import_modules") or [],
         _value(cfg, "env.make_kwargs"),
         _value(cfg, "env.reward_weights"),
+        _value(cfg, "env.observation_encoding") or "none",
     )
     _check_target(cfg, "algorithm.build")
     _check_target(cfg, "pareto")  # hydra_plugins.xdrl_pareto.settings.pareto_settings

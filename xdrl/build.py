@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 from hydra.errors import InstantiationException
-from hydra.utils import instantiate
+from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 from torchrl.collectors import Collector
 from torchrl.envs.utils import ExplorationType
@@ -106,14 +106,21 @@ def _instantiate(node: DictConfig, key: str, **kwargs: Any) -> Any:
 
 
 def build_algorithm(cfg: DictConfig, env: Any) -> AlgorithmParts:
-    """The algorithm's policy, loss and hooks for ``env``."""
+    """The algorithm's policy, loss and hooks for ``env`` (``total_frames`` only to a builder
+    whose signature takes it)."""
+    import inspect
+
     log.info("Instantiating algorithm <%s>", cfg.algorithm.build._target_)
+    extra = {}
+    if "total_frames" in inspect.signature(get_method(cfg.algorithm.build._target_)).parameters:
+        extra["total_frames"] = cfg.total_frames
     return _instantiate(
         cfg.algorithm.build,
         "algorithm.build",
         env=env,
         frames_per_batch=cfg.frames_per_batch,
         device=cfg.device,
+        **extra,
     )
 
 

@@ -95,7 +95,12 @@ OPTIMIZER_KEYS: dict[str, tuple[Any, Any]] = {
 # Arguments the builders receive from xdrl, not from YAML.
 SUPPLIED = {
     "env": {"seed": "seed", "device": "device", "render": "eval.render"},
-    "algorithm.build": {"env": "env", "frames_per_batch": "frames_per_batch", "device": "device"},
+    "algorithm.build": {
+        "env": "env",
+        "frames_per_batch": "frames_per_batch",
+        "device": "device",
+        "total_frames": "total_frames",  # only to builders that take it (DQN's buffer_size: all)
+    },
 }
 # Evaluation metric names (xdrl.trainer_hooks.logging._common; not imported: it imports torch).
 EVAL_SUBGROUPS = ("deterministic", "stochastic")

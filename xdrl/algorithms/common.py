@@ -205,13 +205,17 @@ def action_value(env, cells: Sequence[int], act: type[nn.Module], device: str) -
     return ValueOperator(net, in_keys=["observation", "action"])
 
 
-def q_value_actor(env, cells: Sequence[int], act: type[nn.Module], device: str) -> QValueActor:
-    """A greedy Q-network actor for discrete actions: one action value per action (DQN)."""
+def q_value_actor(
+    env, cells: Sequence[int], act: type[nn.Module], device: str, *, bias: bool = True
+) -> QValueActor:
+    """A greedy Q-network actor for discrete actions: one action value per action (DQN);
+    ``bias``: whether the output layer has one (no cells: a linear network)."""
     net = MLP(
         in_features=observation_dim(env),
         out_features=int(env.action_spec_unbatched.space.n),
         num_cells=list(cells),
         activation_class=act,
         device=device,
+        bias_last_layer=bias,
     )
     return QValueActor(net, in_keys=["observation"], spec=env.full_action_spec_unbatched["action"])

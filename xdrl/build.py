@@ -210,6 +210,7 @@ def build_evaluation(
         video_fps=ev.video_fps,
         reduce_stats=cfg.logging.reduce_stats,
         logger=logger,
+        value_gamma=parts.value_gamma,
     )
 
 

@@ -80,13 +80,13 @@ class OneHotObservation(gymnasium.ObservationWrapper):
     def __init__(self, env: gymnasium.Env) -> None:
         super().__init__(env)
         self._low, self._counts = integer_grid(env.observation_space)
-        size = one_hot_size(env.observation_space)
+        self._size = size = one_hot_size(env.observation_space)
         self.observation_space = gymnasium.spaces.Box(0.0, 1.0, (size,), dtype=np.float32)
 
     def observation(self, observation: Any) -> np.ndarray:
         index = np.asarray(observation, dtype=np.int64).reshape(-1) - self._low
         cell = int(np.ravel_multi_index(tuple(index), tuple(self._counts)))
-        out = np.zeros(self.observation_space.shape, dtype=np.float32)
+        out = np.zeros(self._size, dtype=np.float32)
         out[cell] = 1.0
         return out
 

@@ -41,6 +41,9 @@ class AlgorithmParts:
         init_random_frames: collector frames taken with random actions before training.
         optimization_stepper: a ``torchrl.trainers.OptimizationStepper`` replacing xdrl's
             default one-optimizer step (e.g. TD3's delayed actor updates); None: the default.
+        value_gamma: the discount of a value-based ``eval_policy`` (one that writes
+            ``chosen_action_value``): evaluation then checks its start-state value against the
+            discounted return; None: not value-based.
     """
 
     policy: Any
@@ -52,6 +55,7 @@ class AlgorithmParts:
     modules: dict[str, Any] = field(default_factory=dict)
     init_random_frames: int = 0
     optimization_stepper: Any = None
+    value_gamma: float | None = None
 
 
 def activation_class(name: str) -> type[nn.Module]:

@@ -119,6 +119,7 @@ def build(
         batch_size=batch_size,
         init_random_frames=init_random_frames,
         extra_hooks=[(None, ExplorationAnnealingHook(greedy))],
+        value_gamma=float(gamma),
     )
 
 

@@ -528,3 +528,88 @@ def test_ols_re_runs_stay_within_max_jobs(tmp_path: Path) -> None:
     assert len(jobs) <= 6
     retried = [w for w, s in jobs if s >= 1000]
     assert len(retried) == len(set(retried))  # once each at most
+
+
+# ---------------------------------------------------------------------------------------------
+# The dst_dqn recipe, trained for real (a few seconds per job)
+# ---------------------------------------------------------------------------------------------
+
+REAL_DST = ["experiment=dst_dqn", "logging=none", "eval.before_training=false"]
+
+
+def test_dst_dqn_finds_the_optimum_at_a_hard_weight(tmp_path: Path) -> None:
+    """At w0 = 0.6 the best treasure (22.4, -17) is worth 6.64, its rivals (23.7, -19) 6.62 and
+    (19.6, -13) 6.56: the greedy policy must take the right one, end its episode, and its
+    Q-value of the start state must be that return."""
+    run_dir = tmp_path / "run"
+    result = run_cli(
+        [*REAL_DST, "env.reward_weights=[0.6,0.4]", f"hydra.run.dir={run_dir}"], cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    evals = json.loads((run_dir / "summary.json").read_text())["eval"]
+    point = [evals[f"eval/deterministic/reward/objective_{i}/episode_reward_mean"] for i in (0, 1)]
+    assert point == pytest.approx([22.4, -17.0], abs=1e-4)
+    assert evals["eval/deterministic/episodes_ended"] == 1.0
+    assert evals["eval/deterministic/start_q_mean"] == pytest.approx(0.6 * 22.4 - 0.4 * 17, 1e-4)
+    assert abs(evals["eval/deterministic/value_gap_mean"]) < 1e-4
+
+
+def test_the_edge_weights_end_their_episodes(tmp_path: Path) -> None:
+    """pareto.edge_margin moves [0, 1] and [1, 0] to [0.01, 0.99] and [0.99, 0.01]: each step
+    still costs, so the greedy policies end their episodes on the CCS's end points."""
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        [
+            "-m",
+            *REAL_DST,
+            "hydra/sweeper=pareto",
+            "pareto.num_weights=2",
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads((sweep_dir / "report" / "pareto.json").read_text())
+    points = {tuple(p["weights"]): p for p in data["points"]}
+    assert set(points) == {(0.01, 0.99), (0.99, 0.01)}
+    assert points[(0.01, 0.99)]["returns"] == pytest.approx([0.7, -1.0], abs=1e-4)
+    assert points[(0.99, 0.01)]["returns"] == pytest.approx([23.7, -19.0], abs=1e-4)
+    for point in points.values():
+        assert point["per_seed"][0]["ended"] == 1.0 and not point["suspect"]
+
+
+def test_evaluation_records_terminated_episodes_and_the_start_value_gap() -> None:
+    """Two episodes of up to 4 steps: the first terminates after 3 (rewards 1, 1, 5), the second
+    is cut by the time limit (truncated, rewards 1 each); Q(start) 6.0 and 2.0."""
+    import torch
+    from tensordict import TensorDict
+
+    from xdrl.trainer_hooks.logging.evaluation_metrics import rollout_metrics
+
+    reward = torch.tensor([[1.0, 1.0, 5.0, 0.0], [1.0, 1.0, 1.0, 1.0]]).unsqueeze(-1)
+    terminated = torch.tensor([[0, 0, 1, 0], [0, 0, 0, 0]], dtype=torch.bool).unsqueeze(-1)
+    truncated = torch.tensor([[0, 0, 0, 0], [0, 0, 0, 1]], dtype=torch.bool).unsqueeze(-1)
+    q = torch.tensor([[6.0, 5.0, 5.0, 0.0], [2.0, 1.0, 1.0, 1.0]]).unsqueeze(-1)
+    rollout = TensorDict(
+        {
+            "chosen_action_value": q,
+            "next": {
+                "reward": reward,
+                "done": terminated | truncated,
+                "terminated": terminated,
+                "truncated": truncated,
+            },
+        },
+        batch_size=[2, 4],
+    )
+    gamma = 0.5
+    out = rollout_metrics(rollout, "deterministic", value_gamma=gamma)
+    assert out["eval/deterministic/episodes_ended"] == 0.5  # the time limit is no ending
+    assert out["eval/deterministic/start_q_mean"] == pytest.approx(4.0)
+    first = 1 + gamma + 5 * gamma**2  # 2.75
+    second = 1 + gamma + gamma**2 + gamma**3  # 1.875
+    gap = ((first - 6.0) + (second - 2.0)) / 2
+    assert out["eval/deterministic/value_gap_mean"] == pytest.approx(gap)
+    plain = rollout_metrics(rollout, "deterministic")  # no discount given: no value check
+    assert "eval/deterministic/value_gap_mean" not in plain
+    assert plain["eval/deterministic/reward/episode_reward_mean"] == pytest.approx((7 + 4) / 2)

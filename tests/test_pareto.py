@@ -534,48 +534,37 @@ def test_ols_re_runs_stay_within_max_jobs(tmp_path: Path) -> None:
 # The dst_dqn recipe, trained for real (a few seconds per job)
 # ---------------------------------------------------------------------------------------------
 
-REAL_DST = ["experiment=dst_dqn", "logging=none", "eval.before_training=false"]
 
-
-def test_dst_dqn_finds_the_optimum_at_a_hard_weight(tmp_path: Path) -> None:
+def test_dst_dqn_finds_the_optimum_at_a_hard_weight_and_ends_episodes_at_the_edges(
+    tmp_path: Path,
+) -> None:
     """At w0 = 0.6 the best treasure (22.4, -17) is worth 6.64, its rivals (23.7, -19) 6.62 and
-    (19.6, -13) 6.56: the greedy policy must take the right one, end its episode, and its
-    Q-value of the start state must be that return."""
-    run_dir = tmp_path / "run"
-    result = run_cli(
-        [*REAL_DST, "env.reward_weights=[0.6,0.4]", f"hydra.run.dir={run_dir}"], cwd=tmp_path
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    evals = json.loads((run_dir / "summary.json").read_text())["eval"]
-    point = [evals[f"eval/deterministic/reward/objective_{i}/episode_reward_mean"] for i in (0, 1)]
-    assert point == pytest.approx([22.4, -17.0], abs=1e-4)
-    assert evals["eval/deterministic/episodes_ended"] == 1.0
-    assert evals["eval/deterministic/start_q_mean"] == pytest.approx(0.6 * 22.4 - 0.4 * 17, 1e-4)
-    assert abs(evals["eval/deterministic/value_gap_mean"]) < 1e-4
-
-
-def test_the_edge_weights_end_their_episodes(tmp_path: Path) -> None:
-    """pareto.edge_margin moves [0, 1] and [1, 0] to [0.01, 0.99] and [0.99, 0.01]: each step
-    still costs, so the greedy policies end their episodes on the CCS's end points."""
+    (19.6, -13) 6.56: the greedy policy must take the right one. At the edges as the sweeper
+    trains them (pareto.edge_margin: [0.01, 0.99], [0.99, 0.01]) each step still costs, so the
+    greedy policies end their episodes, on the CCS's end points. Each job's Q-value of the start
+    state is its return. One sweep: the basic launcher runs the 3 jobs in one process."""
     sweep_dir = tmp_path / "sweep"
     result = run_cli(
         [
             "-m",
-            *REAL_DST,
+            "experiment=dst_dqn",
+            "logging=none",
+            "eval.before_training=false",
             "hydra/sweeper=pareto",
-            "pareto.num_weights=2",
+            "env.reward_weights=[0.6,0.4],[0.01,0.99],[0.99,0.01]",
             f"hydra.sweep.dir={sweep_dir}",
         ],
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads((sweep_dir / "report" / "pareto.json").read_text())
-    points = {tuple(p["weights"]): p for p in data["points"]}
-    assert set(points) == {(0.01, 0.99), (0.99, 0.01)}
-    assert points[(0.01, 0.99)]["returns"] == pytest.approx([0.7, -1.0], abs=1e-4)
-    assert points[(0.99, 0.01)]["returns"] == pytest.approx([23.7, -19.0], abs=1e-4)
-    for point in points.values():
-        assert point["per_seed"][0]["ended"] == 1.0 and not point["suspect"]
+    points = {p["weights"][0]: p for p in data["points"]}
+    expected = {0.6: (22.4, -17.0), 0.01: (0.7, -1.0), 0.99: (23.7, -19.0)}
+    assert set(points) == set(expected)
+    for w0, best in expected.items():
+        assert points[w0]["returns"] == pytest.approx(best, abs=1e-4), w0
+        (run,) = points[w0]["per_seed"]
+        assert run["ended"] == 1.0 and abs(run["value_gap"]) < 1e-4 and not run["suspect"]
 
 
 def test_evaluation_records_terminated_episodes_and_the_start_value_gap() -> None:

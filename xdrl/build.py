@@ -112,7 +112,11 @@ def build_algorithm(cfg: DictConfig, env: Any) -> AlgorithmParts:
 
     log.info("Instantiating algorithm <%s>", cfg.algorithm.build._target_)
     extra = {}
-    if "total_frames" in inspect.signature(get_method(cfg.algorithm.build._target_)).parameters:
+    try:
+        params = inspect.signature(get_method(cfg.algorithm.build._target_)).parameters
+    except Exception:  # noqa: BLE001 - instantiation below names the bad target
+        params = {}  # type: ignore[assignment]
+    if "total_frames" in params:
         extra["total_frames"] = cfg.total_frames
     return _instantiate(
         cfg.algorithm.build,

@@ -110,6 +110,7 @@ def test_metrics_count_only_the_first_episode_of_each_sub_env():
             f"{D}/reward/episode_reward_mean": 118.0 / 3.0,
             f"{D}/reward/episode_reward_max": 87.0,
             f"{D}/episode_len_mean": 4.0,
+            f"{D}/episodes_ended": 2.0 / 3.0,  # no terminated key: done, env 2 never
             f"{D}/reward/objective_0/episode_reward_min": 1.0,
             f"{D}/reward/objective_0/episode_reward_mean": 2.0,
             f"{D}/reward/objective_0/episode_reward_max": 3.0,

@@ -15,6 +15,7 @@ import yaml
 from tests.conftest import run_cli
 from xdrl.pareto import metrics
 from xdrl.pareto.report import build_report, pareto_report
+from xdrl.pareto.runs import read_sweep
 from xdrl.pareto.weights import (
     corner_weights,
     ols_candidates,
@@ -248,7 +249,7 @@ def test_job_folders_are_read_back_without_torch(tmp_path: Path, capsys) -> None
     _job_folder(tmp_path / "a", "1_w", [0.62, 0.38], None)  # killed: no summary.json
     _job_folder(tmp_path / "b", "0_w", [0.62, 0.38], [23.7, -19.0])
     assert _completed_by_w0(tmp_path / "a") == {0.0: 1}
-    assert _points_by_w0(tmp_path / "b") == {0.62: [23.7, -19.0]}
+    assert _points_by_w0(tmp_path / "b") == {0.62: ([23.7, -19.0], False)}  # not suspect
     assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "r")]) == 0
     data = json.loads((tmp_path / "r" / "pareto.json").read_text())
     assert data["front"] == [[0.7, -1.0], [23.7, -19.0]] and len(data["failed"]) == 1
@@ -300,7 +301,8 @@ def test_grid_sweep_writes_the_front(launcher: str, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     data = _assert_report(sweep_dir, num_points=3)
-    assert [p["weights"] for p in data["points"]] == [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]
+    # pareto.edge_margin (0.01) moves the simplex's edges inside
+    assert [p["weights"] for p in data["points"]] == [[0.01, 0.99], [0.5, 0.5], [0.99, 0.01]]
     assert "## Pareto front: deep-sea-treasure-v0" in result.stdout
 
 
@@ -382,5 +384,221 @@ def test_the_pareto_schema_is_the_sweeper_signature() -> None:
     }
     assert list(node.w0_range) == list(defaults["w0_range"])
     assert pareto_settings(method="ols", w0_range=[0.2, 0.8]) == ParetoSettings(
-        "ols", 11, 1.0e-3, 15, (0.2, 0.8), None
+        "ols", 11, 1.0e-3, 15, (0.2, 0.8), None, 0.01, 0.05, True
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-weight sanity checks: suspect points, re-runs, the edges of the simplex
+# ---------------------------------------------------------------------------------------------
+
+
+def test_inside_simplex_moves_only_the_edges() -> None:
+    from xdrl.pareto.weights import inside_simplex
+
+    assert inside_simplex([1.0, 0.0], 0.01) == pytest.approx([0.99, 0.01])
+    assert inside_simplex([0.0, 1.0], 0.01) == pytest.approx([0.01, 0.99])
+    assert inside_simplex([0.3, 0.7], 0.01) == [0.3, 0.7]
+    # [0.5, 0.5, 0] is short of 0.01 in one place; the other two give 0.005 each
+    assert inside_simplex([0.5, 0.5, 0.0], 0.01) == pytest.approx([0.495, 0.495, 0.01])
+
+
+def _checked(weights, seed, returns, ended=1.0, gap=0.0, suspect_gap=None):
+    run = _record(weights, seed, returns, "deep-sea-treasure-v0")
+    run.summary["eval"]["eval/deterministic/episodes_ended"] = ended
+    run.summary["eval"]["eval/deterministic/value_gap_mean"] = gap
+    if suspect_gap is not None:
+        run.config["pareto"] = {"suspect_gap": suspect_gap}
+    return run
+
+
+def test_a_point_is_suspect_when_its_greedy_episodes_run_on_or_its_values_disagree(
+    tmp_path: Path,
+) -> None:
+    from xdrl.pareto.report import check_run
+
+    assert check_run({"eval": {}}, 0.05) == {
+        "ended": None, "value_gap": None, "suspect": False, "reasons": [],
+    }  # fmt: skip
+    looped = check_run({"eval": {"eval/deterministic/episodes_ended": 0.0}}, 0.05)
+    assert looped["suspect"] and looped["reasons"] == ["0% of greedy episodes terminated"]
+    off = check_run({"eval": {"eval/deterministic/value_gap_mean": -0.3}}, 0.05)
+    assert off["suspect"] and off["reasons"] == ["|return - Q(start)| = 0.3 > 0.05"]
+    assert not check_run({"eval": {"eval/deterministic/value_gap_mean": -0.3}}, 0.5)["suspect"]
+
+    runs = [
+        _checked([0.01, 0.99], 0, [0.7, -1.0]),
+        _checked([0.99, 0.01], 0, [0.0, -100.0], ended=0.0, gap=-23.0),
+        _checked([0.6, 0.4], 0, [19.6, -13.0], gap=0.5, suspect_gap=1.0),  # its own gap: fine
+    ]
+    data = build_report(runs)
+    assert data is not None
+    by_w0 = {p["weights"][0]: p for p in data["points"]}
+    assert [by_w0[w]["suspect"] for w in (0.01, 0.6, 0.99)] == [False, False, True]
+    assert by_w0[0.99]["per_seed"][0]["ended"] == 0.0 and data["suspect_points"] == 1
+    text = pareto_report(runs, tmp_path)
+    assert text is not None
+    assert "| [0.99, 0.01] | [0, -100] | 1 | no | SUSPECT (seed 0: 0% of greedy episodes" in text
+    assert "| [0.6, 0.4] | [19.6, -13] | 1 | yes | ok |" in text
+    assert json.loads((tmp_path / "pareto.json").read_text())["points"][2]["suspect"] is True
+
+
+def test_a_sound_re_run_stands_in_for_a_suspect_run_of_its_seed() -> None:
+    runs = [
+        _checked([0.01, 0.99], 0, [0.7, -1.0]),
+        _checked([0.6, 0.4], 0, [0.0, -100.0], ended=0.0),
+        _checked([0.6, 0.4], 1000, [22.4, -17.0]),  # the re-run: seed 0 + 1000
+    ]
+    data = build_report(runs)
+    assert data is not None
+    point = data["points"][1]
+    assert point["returns"] == [22.4, -17.0] and point["seeds"] == 1 and not point["suspect"]
+    assert point["per_seed"][0]["instead_of"] == 0 and data["hypervolume_per_seed"] == [
+        pytest.approx(0.7 * 24 + 21.7 * 8)
+    ]
+
+
+class _OracleLauncher:
+    """A Hydra launcher stand-in: each job folder gets the best CCS point of its weight, and
+    the first run (seed < 1000) of the weights in ``bad`` a looping, suspect result."""
+
+    def __init__(self, sweep_dir: Path, bad: set[float]) -> None:
+        self.sweep_dir, self.bad, self.jobs = sweep_dir, bad, []
+
+    def launch(self, batch: list[list[str]], initial_job_idx: int) -> list:
+        from hydra.core.utils import JobReturn, JobStatus
+
+        out = []
+        for i, overrides in enumerate(batch):
+            values = dict(o.split("=", 1) for o in overrides)
+            w0 = float(values["env.reward_weights"].strip("[]").split(",")[0])
+            seed = int(values.get("seed", 0))
+            self.jobs.append((round(w0, 4), seed))
+            loops = round(w0, 4) in self.bad and seed < 1000
+            returns = [0.0, -100.0] if loops else list(_oracle([w0])[0])
+            job = self.sweep_dir / f"{initial_job_idx + i}"
+            (job / ".hydra").mkdir(parents=True)
+            config = {
+                "seed": seed,
+                "env": {"id": "deep-sea-treasure-v0", "reward_weights": [w0, 1 - w0]},
+            }
+            (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+            evals = {
+                "eval/deterministic/reward/objective_0/episode_reward_mean": returns[0],
+                "eval/deterministic/reward/objective_1/episode_reward_mean": returns[1],
+                "eval/deterministic/episodes_ended": 0.0 if loops else 1.0,
+            }
+            (job / "summary.json").write_text(json.dumps({"status": "completed", "eval": evals}))
+            ret = JobReturn()
+            ret.status = JobStatus.COMPLETED
+            out.append(ret)
+        return out
+
+
+def _ols_sweeper(tmp_path: Path, bad: set[float], **settings):
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.xdrl_pareto.pareto_sweeper import ParetoSweeper
+    from hydra_plugins.xdrl_pareto.settings import pareto_settings
+
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    sweeper = ParetoSweeper()
+    sweeper.config = OmegaConf.create({"seed": 0, "hydra": {"sweep": {"dir": str(sweep_dir)}}})
+    sweeper.launcher = _OracleLauncher(sweep_dir, bad)
+    sweeper._run_ols([["seed=0"]], sweep_dir, pareto_settings(method="ols", **settings))
+    return sweeper.launcher.jobs, sweep_dir
+
+
+def test_ols_re_runs_a_suspect_weight_once_with_another_seed_and_recovers_the_ccs(
+    tmp_path: Path,
+) -> None:
+    jobs, sweep_dir = _ols_sweeper(tmp_path, bad={0.99}, max_jobs=15, tolerance=1e-6)
+    # the edges are moved inside by edge_margin 0.01; 0.99 looped on seed 0, then seed 1000
+    assert jobs[:3] == [(0.01, 0), (0.99, 0), (0.99, 1000)]
+    assert len(jobs) <= 15 and sum(1 for _w, s in jobs if s >= 1000) == 1
+    data = build_report(read_sweep(sweep_dir))
+    assert data is not None and data["suspect_points"] == 0
+    assert sorted(map(tuple, data["front"])) == DST_CCS
+
+
+def test_ols_re_runs_stay_within_max_jobs(tmp_path: Path) -> None:
+    every = {round(w, 4) for w in (0.01, 0.99, *corner_weights(DST_CCS))}
+    jobs, _ = _ols_sweeper(tmp_path, bad=every, max_jobs=6, tolerance=1e-6)
+    assert len(jobs) <= 6
+    retried = [w for w, s in jobs if s >= 1000]
+    assert len(retried) == len(set(retried))  # once each at most
+
+
+# ---------------------------------------------------------------------------------------------
+# The dst_dqn recipe, trained for real (a few seconds per job)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_dst_dqn_finds_the_optimum_at_a_hard_weight_and_ends_episodes_at_the_edges(
+    tmp_path: Path,
+) -> None:
+    """At w0 = 0.6 the best treasure (22.4, -17) is worth 6.64, its rivals (23.7, -19) 6.62 and
+    (19.6, -13) 6.56: the greedy policy must take the right one. At the edges as the sweeper
+    trains them (pareto.edge_margin: [0.01, 0.99], [0.99, 0.01]) each step still costs, so the
+    greedy policies end their episodes, on the CCS's end points. Each job's Q-value of the start
+    state is its return. One sweep: the basic launcher runs the 3 jobs in one process."""
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        [
+            "-m",
+            "experiment=dst_dqn",
+            "logging=none",
+            "eval.before_training=false",
+            "hydra/sweeper=pareto",
+            "env.reward_weights=[0.6,0.4],[0.01,0.99],[0.99,0.01]",
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads((sweep_dir / "report" / "pareto.json").read_text())
+    points = {p["weights"][0]: p for p in data["points"]}
+    expected = {0.6: (22.4, -17.0), 0.01: (0.7, -1.0), 0.99: (23.7, -19.0)}
+    assert set(points) == set(expected)
+    for w0, best in expected.items():
+        assert points[w0]["returns"] == pytest.approx(best, abs=1e-4), w0
+        (run,) = points[w0]["per_seed"]
+        assert run["ended"] == 1.0 and abs(run["value_gap"]) < 1e-4 and not run["suspect"]
+
+
+def test_evaluation_records_terminated_episodes_and_the_start_value_gap() -> None:
+    """Two episodes of up to 4 steps: the first terminates after 3 (rewards 1, 1, 5), the second
+    is cut by the time limit (truncated, rewards 1 each); Q(start) 6.0 and 2.0."""
+    import torch
+    from tensordict import TensorDict
+
+    from xdrl.trainer_hooks.logging.evaluation_metrics import rollout_metrics
+
+    reward = torch.tensor([[1.0, 1.0, 5.0, 0.0], [1.0, 1.0, 1.0, 1.0]]).unsqueeze(-1)
+    terminated = torch.tensor([[0, 0, 1, 0], [0, 0, 0, 0]], dtype=torch.bool).unsqueeze(-1)
+    truncated = torch.tensor([[0, 0, 0, 0], [0, 0, 0, 1]], dtype=torch.bool).unsqueeze(-1)
+    q = torch.tensor([[6.0, 5.0, 5.0, 0.0], [2.0, 1.0, 1.0, 1.0]]).unsqueeze(-1)
+    rollout = TensorDict(
+        {
+            "chosen_action_value": q,
+            "next": {
+                "reward": reward,
+                "done": terminated | truncated,
+                "terminated": terminated,
+                "truncated": truncated,
+            },
+        },
+        batch_size=[2, 4],
+    )
+    gamma = 0.5
+    out = rollout_metrics(rollout, "deterministic", value_gamma=gamma)
+    assert out["eval/deterministic/episodes_ended"] == 0.5  # the time limit is no ending
+    assert out["eval/deterministic/start_q_mean"] == pytest.approx(4.0)
+    first = 1 + gamma + 5 * gamma**2  # 2.75
+    second = 1 + gamma + gamma**2 + gamma**3  # 1.875
+    gap = ((first - 6.0) + (second - 2.0)) / 2
+    assert out["eval/deterministic/value_gap_mean"] == pytest.approx(gap)
+    plain = rollout_metrics(rollout, "deterministic")  # no discount given: no value check
+    assert "eval/deterministic/value_gap_mean" not in plain
+    assert plain["eval/deterministic/reward/episode_reward_mean"] == pytest.approx((7 + 4) / 2)

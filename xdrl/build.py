@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 from hydra.errors import InstantiationException
-from hydra.utils import instantiate
+from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 from torchrl.collectors import Collector
 from torchrl.envs.utils import ExplorationType
@@ -106,14 +106,25 @@ def _instantiate(node: DictConfig, key: str, **kwargs: Any) -> Any:
 
 
 def build_algorithm(cfg: DictConfig, env: Any) -> AlgorithmParts:
-    """The algorithm's policy, loss and hooks for ``env``."""
+    """The algorithm's policy, loss and hooks for ``env`` (``total_frames`` only to a builder
+    whose signature takes it)."""
+    import inspect
+
     log.info("Instantiating algorithm <%s>", cfg.algorithm.build._target_)
+    extra = {}
+    try:
+        params = inspect.signature(get_method(cfg.algorithm.build._target_)).parameters
+    except Exception:  # noqa: BLE001 - instantiation below names the bad target
+        params = {}  # type: ignore[assignment]
+    if "total_frames" in params:
+        extra["total_frames"] = cfg.total_frames
     return _instantiate(
         cfg.algorithm.build,
         "algorithm.build",
         env=env,
         frames_per_batch=cfg.frames_per_batch,
         device=cfg.device,
+        **extra,
     )
 
 
@@ -203,6 +214,7 @@ def build_evaluation(
         video_fps=ev.video_fps,
         reduce_stats=cfg.logging.reduce_stats,
         logger=logger,
+        value_gamma=parts.value_gamma,
     )
 
 

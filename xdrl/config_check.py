@@ -95,7 +95,12 @@ OPTIMIZER_KEYS: dict[str, tuple[Any, Any]] = {
 # Arguments the builders receive from xdrl, not from YAML.
 SUPPLIED = {
     "env": {"seed": "seed", "device": "device", "render": "eval.render"},
-    "algorithm.build": {"env": "env", "frames_per_batch": "frames_per_batch", "device": "device"},
+    "algorithm.build": {
+        "env": "env",
+        "frames_per_batch": "frames_per_batch",
+        "device": "device",
+        "total_frames": "total_frames",  # only to builders that take it (DQN's buffer_size: all)
+    },
 }
 # Evaluation metric names (xdrl.trainer_hooks.logging._common; not imported: it imports torch).
 EVAL_SUBGROUPS = ("deterministic", "stochastic")
@@ -123,6 +128,7 @@ def check_config(cfg: DictConfig) -> None:
         _value(cfg, "env.import_modules") or [],
         _value(cfg, "env.make_kwargs"),
         _value(cfg, "env.reward_weights"),
+        _value(cfg, "env.observation_encoding") or "none",
     )
     _check_target(cfg, "algorithm.build")
     _check_target(cfg, "pareto")  # hydra_plugins.xdrl_pareto.settings.pareto_settings

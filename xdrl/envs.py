@@ -115,14 +115,16 @@ def check_env(
     import_modules: Sequence[str],
     make_kwargs: Mapping[str, Any] | None,
     reward_weights: Sequence[float] | None = None,
+    observation_encoding: str = "none",
 ) -> None:
     """The pre-training checks of an env config: its modules import, ``env.id`` is registered,
-    ``env.make_kwargs`` are arguments of its constructor, its observation space is one xdrl
-    trains on, and ``reward_weights`` fit its reward (one ``gymnasium.make``, no torch)."""
+    ``env.make_kwargs`` are arguments of its constructor, its observation space (after
+    ``observation_encoding``) is one xdrl trains on, and ``reward_weights`` fit its reward (one
+    ``gymnasium.make``, no torch)."""
     import_env_modules(import_modules)
     check_env_id(env_id)
     kwargs = check_make_kwargs(env_id, make_kwargs or {})
-    reward_dim = check_observation_space(env_id, kwargs)
+    reward_dim = check_observation_space(env_id, kwargs, observation_encoding)
     if reward_weights is None:
         return
     if reward_dim is None:
@@ -161,20 +163,25 @@ def check_make_kwargs(env_id: str, make_kwargs: Mapping[str, Any]) -> dict[str, 
     return dict(make_kwargs)
 
 
-def check_observation_space(env_id: str, make_kwargs: Mapping[str, Any]) -> int | None:
+def check_observation_space(
+    env_id: str, make_kwargs: Mapping[str, Any], observation_encoding: str = "none"
+) -> int | None:
     """Fail with one line when ``env_id`` observes something xdrl's networks cannot take
-    (Discrete, Tuple, Dict, pixels); creates the env once, without torch. Returns the number of
-    objectives of a multi-objective env (None: a scalar reward)."""
+    (Discrete without ``env.observation_encoding=one_hot``, Tuple, Dict, pixels, a one-hot too
+    large); creates the env once, without torch. Returns the number of objectives of a
+    multi-objective env (None: a scalar reward)."""
     try:
-        key = (env_id, tuple(sorted(make_kwargs.items())))
+        key = (env_id, tuple(sorted(make_kwargs.items())), observation_encoding)
         hash(key)
     except TypeError:  # unhashable make_kwargs values: no cache
-        return _check_space.__wrapped__(env_id, tuple(make_kwargs.items()))
+        return _check_space.__wrapped__(env_id, tuple(make_kwargs.items()), observation_encoding)
     return _check_space(*key)
 
 
 @functools.lru_cache(maxsize=16)
-def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int | None:
+def _check_space(
+    env_id: str, make_kwargs: tuple[tuple[str, Any], ...], observation_encoding: str
+) -> int | None:
     import gymnasium
 
     kwargs = {k: v for k, v in make_kwargs if k != "render_mode"}  # no window for a check
@@ -197,15 +204,23 @@ def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int |
     reward_dim = None
     if reward_space is not None and is_multi_objective(env_id):
         reward_dim = int(reward_space.shape[-1])
+    if observation_encoding == "one_hot":
+        from xdrl.observation_encoding import one_hot_size
+
+        one_hot_size(space)  # a ConfigError for a space it cannot encode
+        return reward_dim
     if isinstance(space, gymnasium.spaces.Box) and len(space.shape) == 1:
         return reward_dim
     kind = ""
     if isinstance(space, gymnasium.spaces.Box):
         kind = " (pixels)" if len(space.shape) == 3 else f" ({len(space.shape)}-d)"
+    hint = "pick an env with vector observations"
+    if isinstance(space, gymnasium.spaces.Discrete | gymnasium.spaces.MultiDiscrete):
+        hint = "set env.observation_encoding=one_hot"
     raise ConfigError(
         "env.id",
         f"{env_id} observes {space}{kind}, which xdrl does not handle yet; it trains on "
-        f"{SUPPORTED_OBSERVATIONS}: pick an env with vector observations",
+        f"{SUPPORTED_OBSERVATIONS}: {hint}",
     )
 
 
@@ -247,10 +262,11 @@ def _make_base(
     max_episode_steps: int | None,
     render: bool,
     make_kwargs: dict[str, Any],
+    observation_encoding: str = "none",
 ):
     """One TorchRL-wrapped gymnasium env (no batching, no transforms)."""
     import gymnasium
-    from torchrl.envs import GymEnv, MOGymEnv
+    from torchrl.envs import GymEnv, GymWrapper, MOGymEnv, MOGymWrapper
 
     kwargs = dict(make_kwargs)
     if max_episode_steps is not None:
@@ -258,11 +274,21 @@ def _make_base(
     if render:
         kwargs["render_mode"] = "rgb_array"
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # off-screen frames need no display
-    cls = MOGymEnv if multi_objective else GymEnv
+    common = {"categorical_action_encoding": True, "frame_skip": frame_skip, "device": device}
     try:
-        return cls(
-            env_id, categorical_action_encoding=True, frame_skip=frame_skip, device=device, **kwargs
-        )
+        if observation_encoding != "none":  # wrap the gymnasium env before TorchRL sees it
+            from xdrl.observation_encoding import encode
+
+            if multi_objective:
+                import mo_gymnasium
+
+                kwargs.setdefault("disable_env_checker", True)
+                raw = encode(mo_gymnasium.make(env_id, **kwargs), observation_encoding)
+                return MOGymWrapper(raw, **common)
+            raw = encode(gymnasium.make(env_id, **kwargs), observation_encoding)
+            return GymWrapper(raw, **common)
+        cls = MOGymEnv if multi_objective else GymEnv
+        return cls(env_id, **common, **kwargs)
     except (gymnasium.error.DependencyNotInstalled, ImportError, ModuleNotFoundError) as err:
         raise _missing_dependency(env_id, err) from err
 
@@ -276,6 +302,7 @@ def _make_vector(
     max_episode_steps: int | None,
     render: bool,
     make_kwargs: dict[str, Any],
+    observation_encoding: str = "none",
 ):
     """``num_envs`` gymnasium envs as one :class:`~xdrl.vector_env.VectorGymEnv`, or None when
     their spaces are not plain arrays (Dict/Tuple observations: the caller falls back to serial)."""
@@ -291,7 +318,12 @@ def _make_vector(
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         return VectorGymEnv(
-            env_id, num_envs, make_kwargs=kwargs, frame_skip=frame_skip, device=device
+            env_id,
+            num_envs,
+            make_kwargs=kwargs,
+            frame_skip=frame_skip,
+            device=device,
+            observation_encoding=observation_encoding,
         )
     except UnsupportedSpaceError as err:
         log.info("env.batching=vector does not fit %s (%s); using serial", env_id, err)
@@ -342,6 +374,7 @@ def make_env(
     frame_skip: PositiveInt = 1,
     reward_weights: Sequence[FiniteFloat] | None = None,
     normalize_observations: bool = False,
+    observation_encoding: Literal["none", "one_hot"] = "none",
     make_kwargs: dict[str, Any] | None = None,
     import_modules: Sequence[str] = (),
     seed: int | None = None,
@@ -365,6 +398,9 @@ def make_env(
         frame_skip: action repeat.
         reward_weights: scalarization weights (multi-objective only); equal weights when None.
         normalize_observations: add running observation normalization.
+        observation_encoding: ``none`` or ``one_hot`` (a ``Discrete``, ``MultiDiscrete`` or
+            bounded integer ``Box`` observation as the one-hot vector of its joint state, see
+            :mod:`xdrl.observation_encoding`).
         make_kwargs: extra ``gymnasium.make`` keyword arguments.
         import_modules: modules to import first, for the env ids they register (third-party
             packages, a user's own envs); ``id`` may also name one, gymnasium's ``module:EnvId``.
@@ -407,6 +443,7 @@ def make_env(
             max_episode_steps=max_episode_steps,
             render=render,
             make_kwargs=dict(make_kwargs or {}),
+            observation_encoding=observation_encoding,
         )
 
     base = None
@@ -419,6 +456,7 @@ def make_env(
             max_episode_steps=max_episode_steps,
             render=render,
             make_kwargs=dict(make_kwargs or {}),
+            observation_encoding=observation_encoding,
         )
     probe = base if base is not None else make_one()  # fails fast on a missing package
     reward_dim = int(probe.reward_spec.shape[-1]) if multi_objective else 1

@@ -32,6 +32,8 @@ from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 from torchrl.envs.libs.gym import _gym_to_torchrl_spec_transform
 
+from xdrl.observation_encoding import encode
+
 # Spaces whose samples are one array, so a batch is one stacked array.
 _ARRAY_SPACES = (
     gymnasium.spaces.Box,
@@ -72,6 +74,8 @@ class VectorGymEnv(EnvBase):
             ``render_mode``, ...).
         frame_skip: repeat each action this many times (rewards summed, stops at episode end).
         device: device of the output tensors.
+        observation_encoding: ``none`` or ``one_hot`` (each sub-env wrapped in
+            :class:`~xdrl.observation_encoding.OneHotObservation`).
 
     Example:
         >>> env = VectorGymEnv("CartPole-v1", num_envs=8)
@@ -88,6 +92,7 @@ class VectorGymEnv(EnvBase):
         make_kwargs: dict[str, Any] | None = None,
         frame_skip: int = 1,
         device: str | torch.device = "cpu",
+        observation_encoding: str = "none",
     ) -> None:
         if env_id not in gymnasium.envs.registry:
             import mo_gymnasium  # noqa: F401  (registers the MO-Gymnasium ids)
@@ -96,7 +101,9 @@ class VectorGymEnv(EnvBase):
             # gymnasium's passive checker warns that a vector reward is not a float on every
             # run; MO-Gymnasium's envs return one by design.
             kwargs.setdefault("disable_env_checker", True)
-        envs = [gymnasium.make(env_id, **kwargs) for _ in range(num_envs)]
+        envs = [
+            encode(gymnasium.make(env_id, **kwargs), observation_encoding) for _ in range(num_envs)
+        ]
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
         self.env_id = env_id
         self.frame_skip = int(frame_skip)

@@ -112,13 +112,15 @@ class ParetoSweeper(Sweeper):
             weights = [[float(w) for w in v] for v in values]  # type: ignore[union-attr]
             self._run_weights(weights, combos)
         elif settings.method == "grid":
-            from xdrl.pareto.weights import simplex_weights
+            from xdrl.pareto.weights import inside_simplex, simplex_weights
 
-            self._run_weights(simplex_weights(settings.num_weights, dim), combos)
+            grid = [
+                inside_simplex(w, settings.edge_margin)
+                for w in simplex_weights(settings.num_weights, dim)
+            ]
+            self._run_weights(grid, combos)
         else:
-            self._run_ols(
-                combos, sweep_dir, settings.tolerance, settings.max_jobs, settings.w0_range
-            )
+            self._run_ols(combos, sweep_dir, settings)
         self._report(sweep_dir, settings.report_dir)
         if self.failed:
             first = self.failed[0]
@@ -131,40 +133,85 @@ class ParetoSweeper(Sweeper):
         log.info("Pareto sweep: %d weight vectors x %d jobs each", len(weights), len(combos))
         self._launch([[*c, weights_override(w)] for w in weights for c in combos])
 
-    def _run_ols(
-        self,
-        combos: list[list[str]],
-        sweep_dir: Path,
-        tolerance: float,
-        max_jobs: int,
-        w0_range: tuple[float, float],
-    ) -> None:
+    def _run_ols(self, combos: list[list[str]], sweep_dir: Path, settings: Any) -> None:
+        """OLS rounds (see :func:`~xdrl.pareto.weights.optimistic_linear_support`); a suspect
+        point is re-run once with seed + ``RETRY_SEED_OFFSET`` while ``max_jobs`` allows."""
+        from xdrl.pareto.report import RETRY_SEED_OFFSET
         from xdrl.pareto.weights import optimistic_linear_support
 
         rounds = 0
-
         done = _completed_by_w0(sweep_dir)  # a re-run in the same sweep dir keeps these
         self.job_idx = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
+        spent = 0  # jobs this OLS run counts against max_jobs (kept ones included)
+        retried: set[float] = set()
+        margin = settings.edge_margin
+        low, high = settings.w0_range
+        w0_range = (max(low, margin), min(high, 1.0 - margin))  # no weight of 0 (see README)
+
+        def launch(w0s: list[float], seed_offset: int = 0) -> None:
+            nonlocal spent
+            todo = [w for w in w0s if seed_offset or done.get(round(w, 6), 0) < len(combos)]
+            spent += len(w0s) * len(combos)
+            jobs = [
+                [*self._reseeded(c, seed_offset), weights_override([w, 1.0 - w])]
+                for w in todo
+                for c in combos
+            ]
+            self._launch(jobs)
 
         def evaluate(batch: list[float]) -> list[Sequence[float] | None]:
             nonlocal rounds
             rounds += 1
-            todo = [w for w in batch if done.get(round(w, 6), 0) < len(combos)]
-            kept = ", ".join(f"{w:.4f}" for w in batch if w not in todo)
+            kept = [w for w in batch if done.get(round(w, 6), 0) >= len(combos)]
             log.info(
                 "OLS round %d: w0 = %s%s",
                 rounds,
-                ", ".join(f"{w:.4f}" for w in todo),
-                f" (already in the sweep dir: {kept})" if kept else "",
+                ", ".join(f"{w:.4f}" for w in batch if w not in kept),
+                f" (already in the sweep dir: {', '.join(f'{w:.4f}' for w in kept)})"
+                if kept
+                else "",
             )
-            self._launch([[*c, weights_override([w, 1.0 - w])] for w in todo for c in combos])
+            launch(batch)
             points = _points_by_w0(sweep_dir)
-            return [points.get(round(w, 6)) for w in batch]
+            suspect = [
+                w
+                for w in batch
+                if round(w, 6) in points
+                and points[round(w, 6)][1]
+                and round(w, 6) not in retried
+                and settings.retry_suspect
+            ]
+            room = max((settings.max_jobs - spent) // len(combos), 0)
+            if suspect:
+                log.info(
+                    "OLS: suspect point at w0 = %s; re-running %d with seed + %d",
+                    ", ".join(f"{w:.4f}" for w in suspect),
+                    min(room, len(suspect)),
+                    RETRY_SEED_OFFSET,
+                )
+                retried.update(round(w, 6) for w in suspect[:room])
+                launch(suspect[:room], seed_offset=RETRY_SEED_OFFSET)
+                points = _points_by_w0(sweep_dir)
+            return [points[round(w, 6)][0] if round(w, 6) in points else None for w in batch]
 
         tried = optimistic_linear_support(
-            evaluate, tolerance=tolerance, max_evals=max_jobs, cost=len(combos), w0_range=w0_range
+            evaluate,
+            tolerance=settings.tolerance,
+            max_evals=settings.max_jobs,
+            cost=len(combos),
+            w0_range=w0_range,
+            spent=lambda: spent,
         )
         log.info("OLS: %d rounds, %d weights, %d jobs", rounds, len(tried), self.job_idx)
+
+    def _reseeded(self, combo: list[str], offset: int) -> list[str]:
+        """``combo`` with its seed (the config's when it sets none) raised by ``offset``."""
+        if not offset:
+            return combo
+        assert self.config is not None
+        seeds = [o for o in combo if o.split("=", 1)[0].lstrip("+") == "seed"]
+        seed = int(seeds[-1].split("=", 1)[1]) if seeds else int(self.config.seed)
+        return [*[o for o in combo if o not in seeds], f"seed={seed + offset}"]
 
     def _report(self, sweep_dir: Path, report_dir: str | None) -> None:
         try:
@@ -196,15 +243,14 @@ def _completed_by_w0(sweep_dir: Path) -> dict[float, int]:
     return counts
 
 
-def _points_by_w0(sweep_dir: Path) -> dict[float, list[float]]:
-    """The mean per-objective returns of the sweep's completed jobs, keyed by rounded ``w0``."""
-    from xdrl.pareto.report import objective_returns
+def _points_by_w0(sweep_dir: Path) -> dict[float, tuple[list[float], bool]]:
+    """The point of each rounded ``w0`` the sweep's completed jobs trained (the mean over seeds,
+    a sound re-run in place of a suspect run, as the report counts them), and whether it is
+    still suspect."""
+    from xdrl.pareto.report import build_points
     from xdrl.pareto.runs import read_sweep
 
-    sums: dict[float, list[list[float]]] = {}
-    for run in read_sweep(sweep_dir):
-        returns = objective_returns(run.summary) if run.status == "completed" else None
-        weights = (run.config.get("env") or {}).get("reward_weights")
-        if returns is not None and weights:
-            sums.setdefault(round(float(weights[0]), 6), []).append(returns)
-    return {w: [sum(col) / len(col) for col in zip(*rs, strict=True)] for w, rs in sums.items()}
+    return {
+        round(float(p["weights"][0]), 6): (p["returns"], p["suspect"])
+        for p in build_points(read_sweep(sweep_dir))
+    }

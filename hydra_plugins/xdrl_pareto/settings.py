@@ -27,6 +27,9 @@ class ParetoSettings(NamedTuple):
     max_jobs: int
     w0_range: tuple[float, float]
     report_dir: str | None
+    edge_margin: float
+    suspect_gap: float
+    retry_suspect: bool
 
 
 def pareto_settings(
@@ -40,6 +43,9 @@ def pareto_settings(
         Field(min_length=2, max_length=2),
     ] = (0.0, 1.0),  # type: ignore[assignment]
     report_dir: str | None = None,
+    edge_margin: Annotated[float, Field(ge=0, lt=0.5, allow_inf_nan=False)] = 0.01,
+    suspect_gap: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.05,
+    retry_suspect: bool = True,
 ) -> ParetoSettings:
     """Settings of a weight sweep (``xdrl-train -m hydra/sweeper=pareto``).
 
@@ -51,6 +57,13 @@ def pareto_settings(
         max_jobs: ols: jobs in all, the two extremes included.
         w0_range: ols: ``[low, high]`` of the first objective's weight, ``low < high``.
         report_dir: where ``pareto.json`` and ``pareto.png`` go (None: ``<sweep dir>/report``).
+        edge_margin: every weight the sweeper trains is at least this (weights at the simplex's
+            edges are moved inside, see :func:`xdrl.pareto.weights.inside_simplex`), so no
+            objective, e.g. a time cost, is weighted 0 and loops stay costly.
+        suspect_gap: a point is suspect when its greedy evaluation episodes did not all
+            terminate, or its discounted scalarized return and its Q-value of the start state
+            differ by more than this.
+        retry_suspect: ols: re-run a suspect weight once with seed + 1000 (within ``max_jobs``).
 
     Example:
         >>> pareto_settings(method="ols", w0_range=[0.2, 0.8]).w0_range
@@ -64,7 +77,15 @@ def pareto_settings(
             "e.g. pareto.w0_range=[0.0,1.0]",
         )
     return ParetoSettings(
-        method, int(num_weights), float(tolerance), int(max_jobs), (low, high), report_dir
+        method,
+        int(num_weights),
+        float(tolerance),
+        int(max_jobs),
+        (low, high),
+        report_dir,
+        float(edge_margin),
+        float(suspect_gap),
+        bool(retry_suspect),
     )
 
 

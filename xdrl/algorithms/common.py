@@ -41,6 +41,9 @@ class AlgorithmParts:
         init_random_frames: collector frames taken with random actions before training.
         optimization_stepper: a ``torchrl.trainers.OptimizationStepper`` replacing xdrl's
             default one-optimizer step (e.g. TD3's delayed actor updates); None: the default.
+        value_gamma: the discount of a value-based ``eval_policy`` (one that writes
+            ``chosen_action_value``): evaluation then checks its start-state value against the
+            discounted return; None: not value-based.
     """
 
     policy: Any
@@ -52,6 +55,7 @@ class AlgorithmParts:
     modules: dict[str, Any] = field(default_factory=dict)
     init_random_frames: int = 0
     optimization_stepper: Any = None
+    value_gamma: float | None = None
 
 
 def activation_class(name: str) -> type[nn.Module]:
@@ -205,13 +209,17 @@ def action_value(env, cells: Sequence[int], act: type[nn.Module], device: str) -
     return ValueOperator(net, in_keys=["observation", "action"])
 
 
-def q_value_actor(env, cells: Sequence[int], act: type[nn.Module], device: str) -> QValueActor:
-    """A greedy Q-network actor for discrete actions: one action value per action (DQN)."""
+def q_value_actor(
+    env, cells: Sequence[int], act: type[nn.Module], device: str, *, bias: bool = True
+) -> QValueActor:
+    """A greedy Q-network actor for discrete actions: one action value per action (DQN);
+    ``bias``: whether the output layer has one (no cells: a linear network)."""
     net = MLP(
         in_features=observation_dim(env),
         out_features=int(env.action_spec_unbatched.space.n),
         num_cells=list(cells),
         activation_class=act,
         device=device,
+        bias_last_layer=bias,
     )
     return QValueActor(net, in_keys=["observation"], spec=env.full_action_spec_unbatched["action"])

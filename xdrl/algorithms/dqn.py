@@ -1,12 +1,23 @@
 """DQN: TorchRL's DQNLoss on a QValueActor, epsilon-greedy exploration, replay buffer and
-target network."""
+target network.
+
+With ``q_cells: []``, ``q_bias: false`` and a one-hot observation
+(``env.observation_encoding: one_hot``) the Q-network is a table (one weight per state and
+action, nothing shared between states); ``q_init`` starts it optimistic, ``loss_reduction: sum``
+with plain SGD gives each sampled transition the step size ``2 * lr`` of a tabular learner (the
+l2 loss is ``(Q - target)^2``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
+import torch
 from tensordict.nn import TensorDictSequential
-from torchrl.modules import EGreedyModule
+from torch import nn
+from torchrl.envs import LineariseRewards
+from torchrl.modules import EGreedyModule, QValueActor
 from torchrl.objectives import DQNLoss
 
 from xdrl.algorithms.common import AlgorithmParts, activation_class, q_value_actor, require_discrete
@@ -19,6 +30,7 @@ from xdrl.config_types import (
     Activation,
     Cells,
     Discount,
+    FiniteFloat,
     Fraction,
     LossFunction,
     NonNegativeInt,
@@ -28,18 +40,25 @@ from xdrl.config_types import (
 )
 from xdrl.errors import ConfigError
 
+KEY = "algorithm.build"
+
 
 def build(
     env,
     *,
     frames_per_batch: int,
     device: str = "cpu",
+    total_frames: int | None = None,
     q_cells: Cells = (64, 64),
+    q_bias: bool = True,
+    q_init: FiniteFloat | Literal["auto"] | None = None,
+    q_init_bound: Sequence[FiniteFloat] | None = None,
     activation: Activation = "relu",
     gamma: Discount = 0.99,
     double_dqn: bool = False,
     loss_function: LossFunction = "l2",
-    buffer_size: PositiveInt = 100_000,
+    loss_reduction: Literal["mean", "sum"] = "mean",
+    buffer_size: PositiveInt | Literal["all"] = 100_000,
     batch_size: PositiveInt = 64,
     utd: PositiveFloat = 0.5,
     init_random_frames: NonNegativeInt = 1_000,
@@ -52,6 +71,11 @@ def build(
 ) -> AlgorithmParts:
     """Build DQN for ``env`` (discrete actions only).
 
+    ``total_frames`` (supplied by xdrl) sizes ``buffer_size: all``. ``q_init`` sets every
+    Q-value at the start (see :func:`initialize_q`); ``auto`` takes ``q_init_bound`` (an upper
+    bound of each objective's return, e.g. the env's ideal point) scalarized with the env's
+    reward weights, an optimistic start.
+
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
     """
@@ -61,7 +85,10 @@ def build(
             "algorithm.build.eps_end",
             f"need 0 <= eps_end <= eps_init <= 1, got {eps_end} and {eps_init}",
         )
-    actor = q_value_actor(env, q_cells, activation_class(activation), device)
+    actor = q_value_actor(env, q_cells, activation_class(activation), device, bias=q_bias)
+    if q_init is not None:
+        value = auto_q_init(env, q_init_bound) if q_init == "auto" else float(q_init)
+        initialize_q(actor, value, linear=not q_cells)
     greedy = EGreedyModule(
         env.full_action_spec_unbatched["action"],
         eps_init=float(eps_init),
@@ -75,6 +102,7 @@ def build(
         delay_value=True,
         double_dqn=double_dqn,
         action_space=env.full_action_spec_unbatched["action"],
+        reduction=loss_reduction,
     )
     loss.make_value_estimator(gamma=gamma)
     updater = target_updater(
@@ -87,8 +115,60 @@ def build(
         updater=updater,
         frames_per_batch=frames_per_batch,
         utd=utd,
-        buffer_size=buffer_size,
+        buffer_size=_capacity(buffer_size, total_frames),
         batch_size=batch_size,
         init_random_frames=init_random_frames,
         extra_hooks=[(None, ExplorationAnnealingHook(greedy))],
+        value_gamma=float(gamma),
     )
+
+
+def _capacity(buffer_size: int | str, total_frames: int | None) -> int:
+    """The replay capacity: ``all`` keeps every frame of the run."""
+    if buffer_size != "all":
+        return int(buffer_size)
+    if total_frames is None:
+        raise ConfigError(f"{KEY}.buffer_size", "all needs total_frames; set a number")
+    return int(total_frames)
+
+
+def scalarization_weights(env) -> list[float] | None:
+    """The weights ``env``'s ``LineariseRewards`` transform scalarizes with (None: none)."""
+    for transform in getattr(env, "transform", []):
+        if isinstance(transform, LineariseRewards):
+            return [float(w) for w in transform.weights.flatten().tolist()]
+    return None
+
+
+def auto_q_init(env, bound: Sequence[float] | None) -> float:
+    """``q_init: auto``: ``bound`` (an upper bound of each objective's return) scalarized with
+    the env's reward weights (a scalar reward: the bound's one number)."""
+    weights = scalarization_weights(env) or [1.0]
+    if bound is None or len(bound) != len(weights):
+        raise ConfigError(
+            f"{KEY}.q_init_bound",
+            f"q_init: auto needs an upper bound of each of the {len(weights)} objectives' "
+            f"returns, got {None if bound is None else list(bound)}; set e.g. "
+            f"{KEY}.q_init_bound=[{','.join(['1.0'] * len(weights))}] or a number for q_init",
+        )
+    return float(sum(w * b for w, b in zip(weights, bound, strict=True)))
+
+
+def initialize_q(actor: QValueActor, value: float, *, linear: bool) -> None:
+    """Start every Q-value at ``value``: the output layer's weights 0 and its bias ``value``;
+    a linear network without bias gets every weight ``value`` (``Q = value * sum(obs)``:
+    ``value`` on a one-hot observation)."""
+    layers = [m for m in actor.modules() if isinstance(m, nn.Linear)]
+    last = layers[-1]
+    with torch.no_grad():
+        if last.bias is not None:
+            last.weight.zero_()
+            last.bias.fill_(value)
+        elif linear:
+            last.weight.fill_(value)
+        else:
+            raise ConfigError(
+                f"{KEY}.q_init",
+                "needs q_bias: true unless the network is linear (q_cells: []); set "
+                f"{KEY}.q_bias=true",
+            )

@@ -83,6 +83,7 @@ def off_policy_parts(
     init_random_frames: int,
     extra_hooks: Sequence[tuple[str | None, Any]] = (),
     optimization_stepper: Any = None,
+    value_gamma: float | None = None,
 ) -> AlgorithmParts:
     """The parts of an off-policy method: a replay buffer (checkpointed), ``utd`` optimizer steps
     per collected frame, target updates by ``updater``, then ``extra_hooks``."""
@@ -96,6 +97,7 @@ def off_policy_parts(
         modules={"replay_buffer": buffer},
         init_random_frames=init_random_frames,
         optimization_stepper=optimization_stepper,
+        value_gamma=value_gamma,
     )
 
 

@@ -15,8 +15,9 @@ def plot_front(
     path: Path,
     title: str,
 ) -> Path:
-    """Write ``path`` (PNG): every weight's point, the non-dominated ones ringed, the known
-    front as crosses; two objectives give one panel, k give k(k-1)/2 pairwise panels."""
+    """Write ``path`` (PNG): every weight's point, the non-dominated ones in blue, suspect ones
+    (a failed sanity check) ringed in red, the known front as crosses; two objectives give one
+    panel, k give k(k-1)/2 pairwise panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -39,12 +40,18 @@ def plot_front(
                 label="known front",
             )
         labels: dict[tuple[float, ...], list[str]] = {}
+        suspect: set[tuple[float, ...]] = set()
         for point in points:  # weights that gave the same point share one label
             text = "[" + ", ".join(f"{w:.2f}" for w in point["weights"]) + "]"
+            text += " suspect" if point.get("suspect") else ""
             labels.setdefault(tuple(point["returns"]), []).append(text)
+            if point.get("suspect"):
+                suspect.add(tuple(point["returns"]))
         for r, texts in labels.items():
             color = "tab:blue" if r in on_front else "tab:orange"
             ax.scatter(r[i], r[j], s=40, color=color, zorder=3)
+            if r in suspect:  # a failed sanity check: ringed in red
+                ax.scatter(r[i], r[j], s=140, facecolors="none", edgecolors="red", zorder=4)
             ax.annotate(
                 "\n".join(texts),
                 (r[i], r[j]),

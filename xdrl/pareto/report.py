@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 OBJECTIVE_KEY = (
     "eval/deterministic/reward/objective_{}/episode_reward_mean"  # logged by the eval hook
 )
+ENDED_KEY = "eval/deterministic/episodes_ended"  # fraction of greedy episodes that terminated
+GAP_KEY = "eval/deterministic/value_gap_mean"  # discounted return minus Q(start state)
+DEFAULT_SUSPECT_GAP = 0.05  # pareto.suspect_gap when a run's config has none
+RETRY_SEED_OFFSET = 1_000  # a re-run of a suspect weight trains with seed + this
 EUM_WEIGHTS = 100  # evenly spread weight vectors the expected utility averages over
 PARETO_JSON = "pareto.json"
 PARETO_PNG = "pareto.png"
@@ -37,6 +41,37 @@ def objective_returns(summary: dict[str, Any] | None) -> list[float] | None:
         out.append(float(evals[OBJECTIVE_KEY.format(i)]))
         i += 1
     return out or None
+
+
+def check_run(summary: dict[str, Any] | None, suspect_gap: float) -> dict[str, Any]:
+    """The per-weight sanity check of one run's ``summary.json``: whether its greedy
+    evaluation episodes all terminated (``ended``, None when not recorded), the gap between
+    its discounted scalarized return and its Q-value of the start state (``value_gap``, None
+    for a policy without Q-values), and ``suspect`` with the reasons when either fails."""
+    evals = (summary or {}).get("eval") or {}
+    ended, gap = evals.get(ENDED_KEY), evals.get(GAP_KEY)
+    reasons = []
+    if ended is not None and float(ended) < 1.0:
+        reasons.append(f"{float(ended):.0%} of greedy episodes terminated")
+    if gap is not None and abs(float(gap)) > suspect_gap:
+        reasons.append(f"|return - Q(start)| = {abs(float(gap)):.3g} > {suspect_gap:g}")
+    return {
+        "ended": None if ended is None else float(ended),
+        "value_gap": None if gap is None else float(gap),
+        "suspect": bool(reasons),
+        "reasons": reasons,
+    }
+
+
+def suspect_gap_of(config: dict[str, Any]) -> float:
+    """``pareto.suspect_gap`` of a run's saved config (its default when absent)."""
+    value = (config.get("pareto") or {}).get("suspect_gap")
+    return DEFAULT_SUSPECT_GAP if value is None else float(value)
+
+
+def base_seed(seed: int) -> int:
+    """The seed a run stands in for: a re-run's seed less :data:`RETRY_SEED_OFFSET`."""
+    return seed - RETRY_SEED_OFFSET if seed >= RETRY_SEED_OFFSET else seed
 
 
 def _weights(config: dict[str, Any], dim: int | None) -> tuple[float, ...] | None:
@@ -74,18 +109,29 @@ def known_front(env_id: str) -> list[list[float]] | None:
         return None
 
 
-def _group(runs: Sequence[Any]) -> tuple[dict, list[dict]]:
-    """Completed runs' returns by weight vector then seed; the failed runs."""
+def _group(runs: Sequence[Any]) -> tuple[dict, dict, list[dict]]:
+    """Completed runs' returns by weight vector then seed, their sanity checks alike, and the
+    failed runs. A re-run (seed + :data:`RETRY_SEED_OFFSET`) stands in for its seed's run
+    when that one is suspect and the re-run is not."""
     by_weights: dict[tuple[float, ...], dict[int, list[float]]] = defaultdict(dict)
+    checks: dict[tuple[float, ...], dict[int, dict[str, Any]]] = defaultdict(dict)
     failed = []
-    for run in runs:
+    for run in sorted(runs, key=lambda r: int(r.config.get("seed", 0))):  # originals first
         returns = objective_returns(run.summary) if run.status == "completed" else None
         weights = _weights(run.config, len(returns) if returns else None)
         if returns is None or weights is None:
             failed.append({"dir": str(run.dir), "weights": list(weights) if weights else None})
             continue
-        by_weights[weights][int(run.config.get("seed", 0))] = returns
-    return by_weights, failed
+        seed = int(run.config.get("seed", 0))
+        check = {"seed": seed, **check_run(run.summary, suspect_gap_of(run.config))}
+        kept = checks[weights].get(base_seed(seed))
+        if kept is not None:
+            if not kept["suspect"] or check["suspect"]:
+                continue  # the first sound run stays (the original when all are suspect)
+            check["instead_of"] = kept["seed"]
+        by_weights[weights][base_seed(seed)] = returns
+        checks[weights][base_seed(seed)] = check
+    return by_weights, checks, failed
 
 
 def _is_weight_sweep(runs: Sequence[Any]) -> bool:
@@ -97,22 +143,39 @@ def _is_weight_sweep(runs: Sequence[Any]) -> bool:
     return len(distinct) >= 2
 
 
+def build_points(runs: Sequence[Any]) -> list[dict[str, Any]]:
+    """One point per weight vector of ``runs``' completed jobs: the mean returns over seeds,
+    each seed's sanity check, and ``suspect`` when any kept run failed it."""
+    return _points(*_group(runs)[:2])
+
+
+def _points(by_weights: dict, checks: dict) -> list[dict[str, Any]]:
+    points: list[dict[str, Any]] = []
+    for weights, per_seed in sorted(by_weights.items()):
+        seeds = sorted(per_seed)
+        returns = [sum(per_seed[s][i] for s in seeds) / len(seeds) for i in range(len(weights))]
+        per = [{"returns": per_seed[s], **checks[weights][s]} for s in seeds]
+        points.append(
+            {
+                "weights": list(weights),
+                "returns": returns,
+                "seeds": len(seeds),
+                "suspect": any(p["suspect"] for p in per),
+                "per_seed": per,
+            }
+        )
+    return points
+
+
 def build_report(runs: Sequence[Any]) -> dict[str, Any] | None:
     """Every field of ``pareto.json`` (None when ``runs`` are not a multi-objective weight
     sweep, or no run finished with per-objective returns)."""
     if not _is_weight_sweep(runs):
         return None
-    by_weights, failed = _group(runs)
+    by_weights, checks, failed = _group(runs)
     if not by_weights:
         return None
-    points: list[dict[str, Any]] = []
-    for weights, per_seed in sorted(by_weights.items()):
-        seeds = sorted(per_seed)
-        returns = [sum(per_seed[s][i] for s in seeds) / len(seeds) for i in range(len(weights))]
-        per = [{"seed": s, "returns": per_seed[s]} for s in seeds]
-        points.append(
-            {"weights": list(weights), "returns": returns, "seeds": len(seeds), "per_seed": per}
-        )
+    points = _points(by_weights, checks)
     dim = len(points[0]["weights"])
     env_id = str((runs[0].config.get("env") or {}).get("id", ""))
     ref = _ref_point(runs)
@@ -139,6 +202,7 @@ def build_report(runs: Sequence[Any]) -> dict[str, Any] | None:
         "igd": metrics.igd(front, true) if true else None,
         "max_utility_loss": metrics.max_utility_loss(front, true, eum_weights) if true else None,
         "jobs": sum(1 for _ in runs),
+        "suspect_points": sum(1 for p in points if p["suspect"]),
         "failed": failed,
         "notes": notes,
     }
@@ -175,18 +239,37 @@ def format_markdown(data: dict[str, Any], png: str = PARETO_PNG) -> str:
     ]
     for key in (
         "cardinality", "hypervolume", "hypervolume_ci", "true_hypervolume", "eum", "igd",
-        "max_utility_loss", "ref_point", "jobs",
+        "max_utility_loss", "ref_point", "jobs", "suspect_points",
     ):  # fmt: skip
         lines.append(f"| {key} | {_fmt(data[key])} |")
-    lines += ["", "| weights | returns (mean over seeds) | seeds | on front |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "| weights | returns (mean over seeds) | seeds | on front | check |",
+        "|---|---|---|---|---|",
+    ]
     front = {tuple(p) for p in data["front"]}
     for p in data["points"]:
         on = "yes" if tuple(p["returns"]) in front else "no"
-        lines.append(f"| {_fmt(p['weights'])} | {_fmt(p['returns'])} | {p['seeds']} | {on} |")
+        check = _check_text(p)
+        lines.append(
+            f"| {_fmt(p['weights'])} | {_fmt(p['returns'])} | {p['seeds']} | {on} | {check} |"
+        )
     lines += [f"- failed job: {f['dir']} (weights {_fmt(f['weights'])})" for f in data["failed"]]
     lines += [f"- {note}" for note in data["notes"]]
     lines += ["", f"![Pareto front]({png})", ""]
     return "\n".join(lines)
+
+
+def _check_text(point: dict[str, Any]) -> str:
+    """``ok``, or ``SUSPECT`` with the reasons per seed; a re-run that replaced a suspect run
+    is named."""
+    parts = []
+    for run in point.get("per_seed", []):
+        if run.get("suspect"):
+            parts.append(f"SUSPECT (seed {run['seed']}: {'; '.join(run['reasons'])})")
+        elif "instead_of" in run:
+            parts.append(f"re-run seed {run['seed']} replaced suspect seed {run['instead_of']}")
+    return ", ".join(parts) or "ok"
 
 
 def write_report(data: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:

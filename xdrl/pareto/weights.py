@@ -38,6 +38,25 @@ def simplex_weights(num: int, dim: int, seed: int = 1) -> list[list[float]]:
     return [[float(x) for x in row] for row in dirs]
 
 
+def inside_simplex(weights: Sequence[float], margin: float) -> list[float]:
+    """``weights`` with every component at least ``margin``: the shortfall of the small ones
+    is taken from the others in proportion to what they have above ``margin`` (a vector
+    already inside is unchanged).
+
+    Example:
+        >>> inside_simplex([1.0, 0.0], 0.01)
+        [0.99, 0.01]
+        >>> inside_simplex([0.5, 0.5, 0.0], 0.01)
+        [0.495, 0.495, 0.01]
+    """
+    w = [float(x) for x in weights]
+    short = sum(margin - x for x in w if x < margin)
+    if short <= 0:
+        return w
+    room = sum(x - margin for x in w if x >= margin)
+    return [margin if x < margin else x - short * (x - margin) / room for x in w]
+
+
 def weights_of_w0(w0: float) -> list[float]:
     """The two-objective weight vector ``[w0, 1 - w0]``."""
     return [float(w0), 1.0 - float(w0)]
@@ -132,6 +151,7 @@ def optimistic_linear_support(
     max_evals: int,
     cost: int = 1,
     w0_range: tuple[float, float] = (0.0, 1.0),
+    spent: Callable[[], int] | None = None,
 ) -> dict[float, Sequence[float] | None]:
     """OLS for two objectives in rounds: train at the ends of ``w0_range``, then at every
     corner weight whose optimistic improvement exceeds ``tolerance`` (best first), until none
@@ -143,6 +163,8 @@ def optimistic_linear_support(
         max_evals: budget in jobs; a round is cut to what is left.
         cost: jobs per weight (seeds x other sweep values).
         w0_range: the first objective's weights to search; corners outside are not tried.
+        spent: jobs spent so far, when ``evaluate`` may spend more than ``cost`` per weight
+            (e.g. re-runs of suspect points); None: ``cost`` per weight evaluated.
 
     Returns:
         every ``w0`` tried, with its point.
@@ -154,13 +176,15 @@ def optimistic_linear_support(
         [0.0, 0.43902439024390244, 1.0]
     """
     evaluated: dict[float, Sequence[float] | None] = {}
-    batch, spent = [float(w0_range[0]), float(w0_range[1])], 0
+    batch, used = [float(w0_range[0]), float(w0_range[1])], 0
     while batch:
         for w, point in zip(batch, evaluate(batch), strict=True):
             evaluated[w] = point
-        spent += len(batch) * cost
+        used += len(batch) * cost
+        if spent is not None:
+            used = spent()
         candidates = ols_candidates(evaluated, tolerance)
-        room = max((max_evals - spent) // cost, 0)
+        room = max((max_evals - used) // cost, 0)
         if len(candidates) > room:
             log.info(
                 "OLS: budget of %d jobs spent, %d corners left", max_evals, len(candidates) - room

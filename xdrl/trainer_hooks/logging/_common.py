@@ -24,10 +24,15 @@ STEP_REWARD_NAME = "reward"
 EPISODE_LEN_NAME = "episode_len_mean"
 OBJECTIVE_NAME = "objective"
 VIDEO_NAME = "video"
+EPISODES_ENDED_NAME = "episodes_ended"  # fraction of evaluation episodes that terminated
+START_Q_NAME = "start_q_mean"  # the Q-value of the start state (value-based agents)
+VALUE_GAP_NAME = "value_gap_mean"  # discounted scalarized return minus that Q-value
 
 # TensorDict keys written by TorchRL (RewardSum, StepCounter, the collector).
 DEFAULT_REWARD_KEY: tuple[str, ...] = ("next", "reward")
 DEFAULT_DONE_KEY: tuple[str, ...] = ("next", "done")
+TERMINATED_KEY: tuple[str, ...] = ("next", "terminated")
+CHOSEN_VALUE_KEY = "chosen_action_value"  # written by TorchRL's QValueActor
 DEFAULT_EPISODE_REWARD_KEY: tuple[str, ...] = ("next", "episode_reward")
 STEP_COUNT_KEY: tuple[str, ...] = ("next", "step_count")
 COLLECTOR_MASK_KEY: tuple[str, ...] = ("collector", "mask")

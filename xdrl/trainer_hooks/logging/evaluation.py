@@ -60,6 +60,8 @@ class LoggingEvaluationMetricsHook(XdrlHook):
         reward_key: TensorDict key for rollout rewards; None means ``("next", "reward")``.
         reduce_stats: False logs only ``_mean`` keys; None/True min, mean, max.
         logger: Optional logger used before the hook is registered on a trainer.
+        value_gamma: a value-based policy's discount: adds ``start_q_mean`` and
+            ``value_gap_mean`` (see :func:`rollout_metrics`); None: not value-based.
 
     Example:
         >>> hook = LoggingEvaluationMetricsHook(
@@ -89,8 +91,10 @@ class LoggingEvaluationMetricsHook(XdrlHook):
         reward_key: tuple[str, ...] | None = None,
         reduce_stats: bool | None = None,
         logger: Any | None = None,
+        value_gamma: float | None = None,
     ) -> None:
         self.policy = policy
+        self.value_gamma = value_gamma
         self.environment = environment
         self.group = group
         self.reward_key = reward_key
@@ -164,6 +168,7 @@ class LoggingEvaluationMetricsHook(XdrlHook):
             self.metric_subgroup,
             reward_key=self.reward_key,
             reduce_stats=self.reduce_stats,
+            value_gamma=self.value_gamma,
         )
 
     # Logging

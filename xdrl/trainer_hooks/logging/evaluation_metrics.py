@@ -13,13 +13,18 @@ from tensordict import TensorDictBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ._common import (
+    CHOSEN_VALUE_KEY,
     DEFAULT_DONE_KEY,
     DEFAULT_EPISODE_REWARD_KEY,
     DEFAULT_REWARD_KEY,
     EPISODE_LEN_NAME,
     EPISODE_REWARD_NAME,
+    EPISODES_ENDED_NAME,
     EVAL_PREFIX,
     REWARD_SUBKEY,
+    START_Q_NAME,
+    TERMINATED_KEY,
+    VALUE_GAP_NAME,
     _per_objective,
     _reduce,
 )
@@ -34,12 +39,20 @@ class Episodes:
         lengths: ``[n]`` steps of each episode (an unfinished one: the rollout's length).
         objective_returns: ``[n, k]`` per-objective returns of a vector reward (None: scalar).
         scalar_reward: whether the reward read was a scalar (else ``returns`` sums objectives).
+        terminated: ``[n]`` whether each episode reached a terminal state (not cut by a time
+            limit or by the rollout's ``max_steps``).
+        discounted: ``[n]`` the discounted return ``sum_t gamma^t r_t`` (None: no ``gamma``).
+        start_q: ``[n]`` the policy's ``chosen_action_value`` at the first step (None: the
+            policy writes none, i.e. it is not value-based).
     """
 
     returns: torch.Tensor
     lengths: torch.Tensor
     objective_returns: torch.Tensor | None = None
     scalar_reward: bool = True
+    terminated: torch.Tensor | None = None
+    discounted: torch.Tensor | None = None
+    start_q: torch.Tensor | None = None
 
 
 def evaluation_rollout(
@@ -71,8 +84,13 @@ def evaluation_rollout(
         )
 
 
-def episodes(rollout: TensorDictBase, reward_key: tuple[str, ...] | None = None) -> Episodes:
-    """Returns, lengths and per-objective returns of each sub-env's first episode."""
+def episodes(
+    rollout: TensorDictBase,
+    reward_key: tuple[str, ...] | None = None,
+    gamma: float | None = None,
+) -> Episodes:
+    """Returns, lengths, per-objective returns and whether it terminated, of each sub-env's
+    first episode; with ``gamma``, its discounted return and the start state's Q-value."""
     steps = rollout.shape[-1]
     rollout = rollout.reshape(-1, steps)
     n = rollout.shape[0]
@@ -83,15 +101,26 @@ def episodes(rollout: TensorDictBase, reward_key: tuple[str, ...] | None = None)
     reward = rollout.get(reward_key or DEFAULT_REWARD_KEY).reshape(n, steps, -1)
     returns = (reward.double() * valid.unsqueeze(-1)).sum(1)
     objectives = returns if returns.shape[-1] > 1 else None
+    rows = torch.arange(n, device=last.device)
     episode_reward = rollout.get(DEFAULT_EPISODE_REWARD_KEY, None)
     if episode_reward is not None and episode_reward.shape[-1] > 1:
-        rows = torch.arange(n, device=last.device)
         objectives = episode_reward.reshape(n, steps, -1)[rows, last].double()
+    terminated = rollout.get(TERMINATED_KEY, None)
+    ended = ended if terminated is None else terminated.reshape(n, steps, -1).any(-1)[rows, last]
+    discounted = start_q = None
+    chosen = rollout.get(CHOSEN_VALUE_KEY, None)
+    if gamma is not None and chosen is not None:
+        powers = float(gamma) ** torch.arange(steps, dtype=torch.float64, device=last.device)
+        discounted = (reward.double().sum(-1) * valid * powers).sum(1)
+        start_q = chosen.reshape(n, steps, -1)[:, 0, 0].double()
     return Episodes(
         returns=returns.sum(-1),
         lengths=last + 1,
         objective_returns=objectives,
         scalar_reward=returns.shape[-1] == 1,
+        terminated=ended,
+        discounted=discounted,
+        start_q=start_q,
     )
 
 
@@ -101,12 +130,16 @@ def rollout_metrics(
     *,
     reward_key: tuple[str, ...] | None = None,
     reduce_stats: bool | None = None,
+    value_gamma: float | None = None,
 ) -> dict[str, float]:
     """``eval/<subgroup>/`` metrics of an evaluation rollout: ``reward/episode_reward_*`` (a
     scalar reward), per-objective ``reward/objective_<i>/episode_reward_*`` (a vector reward or
-    episode reward) and ``episode_len_mean``."""
+    episode reward), ``episode_len_mean`` and ``episodes_ended`` (the fraction that reached a
+    terminal state). A value-based policy evaluated with ``value_gamma`` (its discount) adds
+    ``start_q_mean`` (its Q-value of the start state) and ``value_gap_mean`` (the discounted
+    return minus that Q-value: near 0 when the values and the greedy policy agree)."""
     base = f"{EVAL_PREFIX}/{subgroup}"
-    found = episodes(rollout, reward_key)
+    found = episodes(rollout, reward_key, value_gamma)
     out: dict[str, float] = {}
     if found.scalar_reward:
         returns = found.returns.unsqueeze(-1)
@@ -121,4 +154,10 @@ def rollout_metrics(
             )
         )
     out[f"{base}/{EPISODE_LEN_NAME}"] = float(found.lengths.double().mean().item())
+    if found.terminated is not None:
+        out[f"{base}/{EPISODES_ENDED_NAME}"] = float(found.terminated.double().mean().item())
+    if found.discounted is not None and found.start_q is not None:
+        out[f"{base}/{START_Q_NAME}"] = float(found.start_q.mean().item())
+        gap = (found.discounted - found.start_q).mean()
+        out[f"{base}/{VALUE_GAP_NAME}"] = float(gap.item())
     return out

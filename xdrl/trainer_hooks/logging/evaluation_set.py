@@ -34,6 +34,7 @@ class LoggingEvaluationHookSet:
         reward_key: reward key of the rollout; None means ``("next", "reward")``.
         reduce_stats: False logs only ``_mean`` keys.
         logger: logger used before the hooks are registered on a trainer.
+        value_gamma: a value-based policy's discount (the start-state value check).
 
     Example:
         >>> evals = LoggingEvaluationHookSet(
@@ -60,6 +61,7 @@ class LoggingEvaluationHookSet:
         reward_key: tuple[str, ...] | None = None,
         reduce_stats: bool | None = None,
         logger: Any | None = None,
+        value_gamma: float | None = None,
     ) -> None:
         self.environment = environment
         self.hooks: list[LoggingEvaluationMetricsHook] = []
@@ -83,6 +85,7 @@ class LoggingEvaluationHookSet:
                     reward_key=reward_key,
                     reduce_stats=reduce_stats,
                     logger=logger,
+                    value_gamma=value_gamma,
                 )
             )
 

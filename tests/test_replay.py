@@ -75,7 +75,7 @@ def test_lean_soft_update_is_soft_update() -> None:
     losses = [sac.build(env, frames_per_batch=8).loss_module for _ in range(2)]
     losses[1].load_state_dict(losses[0].state_dict())
     lean, reference = LeanSoftUpdate(losses[0], tau=0.1), SoftUpdate(losses[1], tau=0.1)
-    for step in range(3):
+    for _ in range(3):
         with torch.no_grad():
             for a, b in zip(losses[0].parameters(), losses[1].parameters(), strict=True):
                 noise = torch.randn_like(a)

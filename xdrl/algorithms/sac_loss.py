@@ -65,9 +65,8 @@ class TanhNormalHead:
         layout = mlp_layout(mlp)
         assert layout is not None
         names, self.act = layout
-        self.layers: Layers = [
-            (mlp.get_submodule(n).weight, mlp.get_submodule(n).bias) for n in names
-        ]
+        linears = [mlp.get_submodule(n) for n in names]
+        self.layers: Layers = [(m.weight, m.bias) for m in linears if isinstance(m, nn.Linear)]
         self.extractor = extractor
         self.shift = (high + low) / 2
         self.half_range = (high - low) / 2

@@ -1,5 +1,5 @@
-"""DQN: TorchRL's DQNLoss on a QValueActor, epsilon-greedy exploration, replay buffer and
-target network."""
+"""DQN: TorchRL's DQNLoss (its tensor-level forward LeanDQNLoss) on a QValueActor,
+epsilon-greedy exploration, replay buffer and target network."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Literal
 
 from tensordict.nn import TensorDictSequential
 from torchrl.modules import EGreedyModule
-from torchrl.objectives import DQNLoss
 
 from xdrl.algorithms.common import AlgorithmParts, activation_class, q_value_actor, require_discrete
+from xdrl.algorithms.dqn_loss import LeanDQNLoss
 from xdrl.algorithms.off_policy import (
     ExplorationAnnealingHook,
     off_policy_parts,
@@ -69,7 +69,7 @@ def build(
         annealing_num_steps=max(1, eps_annealing_frames),
         device=device,
     )
-    loss = DQNLoss(
+    loss = LeanDQNLoss(
         actor,
         loss_function=loss_function,
         delay_value=True,

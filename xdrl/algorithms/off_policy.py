@@ -49,11 +49,7 @@ class LeanSoftUpdate(SoftUpdate):
 
     def init_(self) -> None:
         super().init_()
-        pairs = []
-        for key, source in self._sources.items(True, True):
-            key = key if isinstance(key, tuple) else (key,)
-            pairs.append((self._targets.get(("target_" + key[0], *key[1:])), source))
-        self._pairs = ([t for t, _ in pairs], [s for _, s in pairs])
+        self._pairs = target_source_lists(self)
 
     def step(self) -> None:
         targets, sources = self._pairs
@@ -61,11 +57,44 @@ class LeanSoftUpdate(SoftUpdate):
             torch._foreach_lerp_(targets, sources, 1 - self.eps)
 
 
+class LeanHardUpdate(HardUpdate):
+    """TorchRL's ``HardUpdate`` (copy every ``value_network_update_interval`` steps, counted
+    the same way) with one ``torch._foreach_copy_`` over tensor lists looked up once, and no
+    TensorDict walk on the steps that copy nothing (DQN calls it after each of its 128 gradient
+    steps per batch). Same update (tested against ``HardUpdate``).
+
+    Example:
+        >>> LeanHardUpdate(loss, value_network_update_interval=128).step()
+    """
+
+    def init_(self) -> None:
+        super().init_()
+        self._pairs = target_source_lists(self)
+
+    def step(self) -> None:
+        if self.counter == self.value_network_update_interval:
+            targets, sources = self._pairs
+            with torch.no_grad():
+                torch._foreach_copy_(targets, sources)
+            self.counter = 0
+        else:
+            self.counter += 1
+
+
+def target_source_lists(updater: SoftUpdate | HardUpdate) -> tuple[list, list]:
+    """The updater's target tensors and their sources, as two aligned lists."""
+    pairs = []
+    for key, source in updater._sources.items(True, True):
+        key = key if isinstance(key, tuple) else (key,)
+        pairs.append((updater._targets.get(("target_" + key[0], *key[1:])), source))
+    return [t for t, _ in pairs], [s for _, s in pairs]
+
+
 def target_updater(loss_module, *, target_update: str, tau: float, hard_update_interval: int):
     """SoftUpdate (Polyak ``tau`` per step) or HardUpdate (copy every ``hard_update_interval``)."""
     if target_update == "soft":
         return LeanSoftUpdate(loss_module, tau=tau)
-    return HardUpdate(loss_module, value_network_update_interval=hard_update_interval)
+    return LeanHardUpdate(loss_module, value_network_update_interval=hard_update_interval)
 
 
 def off_policy_hooks(buffer: ReplayBufferTrainer, updater) -> list[tuple[str | None, Any]]:

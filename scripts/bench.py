@@ -116,6 +116,7 @@ def loop(name: str, seed: int, frames: int, *args: str) -> float:
 
 
 BASELINE: dict[str, Path] = {}  # --baseline: another checkout's xdrl-train, run alongside
+THREADS: dict[str, tuple[int, ...]] = {}  # --threads: overrides the thread counts SB3 tries
 
 
 def xdrl(
@@ -571,7 +572,9 @@ def _baseline_keys(rows: list[dict[str, Any]]) -> tuple[str, ...]:
 def off_policy_throughput(mode: str, seeds: list[int], quick: bool) -> dict[str, Any]:
     """One off-policy workload (``OFF_POLICY[mode]``): SB3, xdrl-train at its defaults and, for
     SAC, the plain-PyTorch floor, alternated per seed."""
-    spec = OFF_POLICY[mode]
+    spec = {**OFF_POLICY[mode]}
+    if "sb3" in THREADS and len(spec["sb3_threads"]) > 1:
+        spec["sb3_threads"] = THREADS["sb3"]
     frames = spec["frames"] * 2 // 3 if quick else spec["frames"]
     warmup = spec["warmup"]
     overrides = [*spec["overrides"], f"total_frames={frames}", "eval=none"]
@@ -629,6 +632,7 @@ def off_policy_throughput(mode: str, seeds: list[int], quick: bool) -> dict[str,
         **_medians(rows, "xdrl_vs_torch_loop", *_baseline_keys(rows)),
         "targets": spec["targets"],
         "workload": spec["workload"],
+        "sb3_threads": list(spec["sb3_threads"]),
     }
 
 
@@ -742,13 +746,15 @@ def _scale_table(s: dict[str, Any]) -> list[str]:
 def _off_policy_rows(r: dict[str, Any], row: Any) -> None:
     """The SAC, TD3 and DQN rows of the summary table (through ``markdown``'s ``row``)."""
     for mode, title in (
-        ("sac", "SAC Pendulum frames/s (UTD 1, batch 256, 256x256; SB3 best of 1/2 threads)"),
-        ("td3", "TD3 Pendulum frames/s (UTD 1, batch 256, [400, 300]; SB3 best of 1/2 threads)"),
-        ("dqn", "DQN CartPole frames/s (RL-Zoo settings; SB3 1 thread)"),
+        ("sac", "SAC Pendulum frames/s (UTD 1, batch 256, 256x256"),
+        ("td3", "TD3 Pendulum frames/s (UTD 1, batch 256, [400, 300]"),
+        ("dqn", "DQN CartPole frames/s (RL-Zoo settings"),
     ):
         if mode not in r or "ratio" not in r[mode]:
             continue
         o = r[mode]
+        threads = "/".join(str(n) for n in o.get("sb3_threads", [1, 2]))
+        title = f"{title}; SB3 best of {threads} threads, xdrl defaults)"
         goal = o.get("targets", {"ratio": 1.0})
         row(
             title,
@@ -938,6 +944,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="seeds per mode (0, 1, ...)")
     parser.add_argument("--quick", action="store_true", help="smaller workloads (smoke test)")
     parser.add_argument(
+        "--threads",
+        default=None,
+        help="thread counts SB3 (and the SAC floor) try where the mode takes their best, e.g. "
+        "'1' on a machine whose other work makes 2 threads crawl (default: 1,2)",
+    )
+    parser.add_argument(
         "--baseline",
         default=None,
         help="another checkout's xdrl-train (e.g. main's .venv/bin/xdrl-train), run alongside "
@@ -965,6 +977,8 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown mode(s) {unknown}; choose from {MODES} or 'all'")
     ensure_bench_venv()
+    if args.threads:
+        THREADS["sb3"] = tuple(int(n) for n in args.threads.split(","))
     if args.baseline:
         BASELINE["xdrl"] = Path(args.baseline)
     seeds = list(range(args.seeds))

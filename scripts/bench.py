@@ -116,6 +116,7 @@ def loop(name: str, seed: int, frames: int, *args: str) -> float:
 
 
 BASELINE: dict[str, Path] = {}  # --baseline: another checkout's xdrl-train, run alongside
+BASELINE_OVERRIDES: list[str] = []  # --baseline-overrides: extra overrides for the baseline
 THREADS: dict[str, tuple[int, ...]] = {}  # --threads: overrides the thread counts SB3 tries
 
 
@@ -189,7 +190,12 @@ def ppo_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
                 **(
                     {
                         "baseline": lambda s=seed: xdrl(
-                            [*PPO_PRESET, f"total_frames={frames}", "eval=none"],
+                            [
+                                *PPO_PRESET,
+                                f"total_frames={frames}",
+                                "eval=none",
+                                *BASELINE_OVERRIDES,
+                            ],
                             s,
                             executable=BASELINE["xdrl"],
                         )["frames_per_second"]
@@ -601,9 +607,9 @@ def off_policy_throughput(mode: str, seeds: list[int], quick: bool) -> dict[str,
             "xdrl": lambda s=seed: xdrl(overrides, s)["frames_per_second"],
         }
         if "xdrl" in BASELINE:
-            runs["baseline"] = lambda s=seed: xdrl(overrides, s, executable=BASELINE["xdrl"])[
-                "frames_per_second"
-            ]
+            runs["baseline"] = lambda s=seed: xdrl(
+                [*overrides, *BASELINE_OVERRIDES], s, executable=BASELINE["xdrl"]
+            )["frames_per_second"]
         if spec["floor"]:  # the floor, like SB3, at its better thread count
             runs["torch_loop"] = lambda s=seed: max(
                 loop(spec["floor"], s, frames, "--warmup", str(warmup), "--threads", str(n))
@@ -955,6 +961,11 @@ def main() -> None:
         help="another checkout's xdrl-train (e.g. main's .venv/bin/xdrl-train), run alongside "
         "in the throughput modes: before/after figures from one run",
     )
+    parser.add_argument(
+        "--baseline-overrides",
+        default="",
+        help="space-separated overrides added to the baseline's runs (e.g. 'num_threads=1')",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench-results"), help="output folder")
     parser.add_argument(
         "--report-only",
@@ -981,6 +992,7 @@ def main() -> None:
         THREADS["sb3"] = tuple(int(n) for n in args.threads.split(","))
     if args.baseline:
         BASELINE["xdrl"] = Path(args.baseline)
+        BASELINE_OVERRIDES.extend(args.baseline_overrides.split())
     seeds = list(range(args.seeds))
     results: dict[str, Any] = {"machine": machine(), "quick": args.quick, "modes": {}}
     started = time.perf_counter()

@@ -760,7 +760,7 @@ def _off_policy_rows(r: dict[str, Any], row: Any) -> None:
             continue
         o = r[mode]
         threads = "/".join(str(n) for n in o.get("sb3_threads", [1, 2]))
-        title = f"{title}; SB3 best of {threads} threads, xdrl defaults)"
+        title = f"{title}; SB3 at its best of {threads} thread(s), xdrl at its defaults)"
         goal = o.get("targets", {"ratio": 1.0})
         row(
             title,

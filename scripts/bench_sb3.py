@@ -3,7 +3,8 @@
 Prints one JSON line: frames/s (evaluation excluded), time to the first deterministic eval mean
 >= 475 (also as wall time from ``--launched-at``, the parent's clock at process start, imports
 included), evaluation time, peak RSS. Workloads are RL-Zoo's: PPO CartPole-v1 (8 envs x 32 steps,
-batch 256, 20 epochs, GAE 0.98/0.8, lr and clip linear from 1e-3 / 0.2) and SAC Pendulum-v1.
+batch 256, 20 epochs, GAE 0.98/0.8, lr and clip linear from 1e-3 / 0.2), SAC and TD3 Pendulum-v1
+(SB3's defaults, UTD 1) and DQN CartPole-v1 (RL-Zoo's settings).
 """
 
 from __future__ import annotations

@@ -71,6 +71,8 @@ class LeanHardUpdate(HardUpdate):
         super().init_()
         self._pairs = target_source_lists(self)
 
+    counter: int  # set by HardUpdate.__init__
+
     def step(self) -> None:
         if self.counter == self.value_network_update_interval:
             targets, sources = self._pairs

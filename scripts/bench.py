@@ -11,11 +11,14 @@ Modes: ``ppo-throughput`` (RL-Zoo's CartPole PPO workload: SB3, xdrl, the bare T
 loop and the lean plain-PyTorch floor of ``scripts/bench_loops.py``), ``scale`` (the same PPO
 at 8, 32 and 128 envs, 32 steps each, whole-batch steps: SB3, xdrl, the floor; ~5 min with one
 seed), ``time-to-475`` (the whole ``xdrl-train experiment=cartpole_ppo`` command against SB3
-from process start to its first eval >= 475), ``eval``, ``hook-overhead``, ``sac``, ``startup``.
+from process start to its first eval >= 475), ``eval``, ``hook-overhead``, ``startup``, and the
+off-policy workloads ``sac``, ``td3``, ``dqn`` (SB3 at its better thread count, xdrl at its
+defaults; SAC also against the lean plain-PyTorch SAC floor of ``scripts/bench_loops.py``).
 
 Usage:
     python scripts/bench.py --mode all --seeds 3      # ~30 min on 2 quiet cores
     python scripts/bench.py --mode ppo-throughput --quick
+    python scripts/bench.py --mode sac,td3,dqn,ppo-throughput --seeds 3
 Writes ``bench-results/bench.json`` and ``bench-results/bench.md``.
 """
 
@@ -42,7 +45,17 @@ BENCH_PY = BENCH_VENV / "bin" / "python"
 XDRL_TRAIN = ROOT / ".venv" / "bin" / "xdrl-train"
 SB3_DRIVER = ROOT / "scripts" / "bench_sb3.py"
 LOOPS_DRIVER = ROOT / "scripts" / "bench_loops.py"
-MODES = ["ppo-throughput", "scale", "time-to-475", "eval", "hook-overhead", "sac", "startup"]
+MODES = [
+    "ppo-throughput",
+    "scale",
+    "time-to-475",
+    "eval",
+    "hook-overhead",
+    "sac",
+    "td3",
+    "dqn",
+    "startup",
+]
 EVAL_KEY = "eval/deterministic/reward/episode_reward_mean"
 
 
@@ -102,14 +115,21 @@ def loop(name: str, seed: int, frames: int, *args: str) -> float:
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["frames_per_second"])
 
 
-def xdrl(overrides: list[str], seed: int, checkpoint: bool = False) -> dict[str, Any]:
+BASELINE: dict[str, Path] = {}  # --baseline: another checkout's xdrl-train, run alongside
+BASELINE_OVERRIDES: list[str] = []  # --baseline-overrides: extra overrides for the baseline
+THREADS: dict[str, tuple[int, ...]] = {}  # --threads: overrides the thread counts SB3 tries
+
+
+def xdrl(
+    overrides: list[str], seed: int, checkpoint: bool = False, executable: Path = XDRL_TRAIN
+) -> dict[str, Any]:
     """One xdrl-train run; summary.json plus the CSV scalars and the peak RSS.
 
     ``checkpoint=False`` adds ``checkpoint=none``; True keeps the preset's own checkpointing.
     """
     run_dir = Path(tempfile.mkdtemp(prefix="xdrl-bench-"))
     cmd = [
-        str(XDRL_TRAIN),
+        str(executable),
         f"seed={seed}",
         *([] if checkpoint else ["checkpoint=none"]),
         f"hydra.run.dir={run_dir}",
@@ -167,6 +187,22 @@ def ppo_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
                 )["frames_per_second"],
                 "torchrl_loop": lambda s=seed: loop("torchrl", s, frames),
                 "torch_loop": lambda s=seed: loop("torch", s, frames),
+                **(
+                    {
+                        "baseline": lambda s=seed: xdrl(
+                            [
+                                *PPO_PRESET,
+                                f"total_frames={frames}",
+                                "eval=none",
+                                *BASELINE_OVERRIDES,
+                            ],
+                            s,
+                            executable=BASELINE["xdrl"],
+                        )["frames_per_second"]
+                    }
+                    if "xdrl" in BASELINE
+                    else {}
+                ),
             },
             seed,
         )
@@ -180,12 +216,19 @@ def ppo_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
                 "xdrl_vs_torch_loop": fps["xdrl"] / fps["torch_loop"],
             }
         )
+        if "baseline" in fps:
+            rows[-1]["baseline_ratio"] = fps["baseline"] / fps["sb3"]
         print(f"  ppo-throughput seed {seed}: {rows[-1]}", flush=True)
     return {
         "frames": frames,
         "runs": rows,
         **_medians(
-            rows, "xdrl_serial_fps", "torchrl_loop_fps", "torchrl_loop_ratio", "xdrl_vs_torch_loop"
+            rows,
+            "xdrl_serial_fps",
+            "torchrl_loop_fps",
+            "torchrl_loop_ratio",
+            "xdrl_vs_torch_loop",
+            *_baseline_keys(rows),
         ),
         "target": ">= 1.75",
         "targets": PPO_TARGETS,
@@ -481,65 +524,134 @@ def hook_overhead(seeds: list[int], quick: bool) -> dict[str, Any]:
     }
 
 
-def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
-    if not (ROOT / "xdrl" / "algorithms" / "sac.py").exists():
-        return {"note": "xdrl/algorithms/sac.py does not exist: not measured"}
-    frames = 1_024 if quick else 1_536
-    warmup = 512
+def _best_sb3(mode: str, seed: int, threads: tuple[int, ...], *args: str) -> dict[str, float]:
+    """SB3's frames/s at each thread count and the best of them."""
+    fps = {n: sb3(mode, seed, *args, "--threads", str(n))["frames_per_second"] for n in threads}
+    return {"best": max(fps.values()), **{f"threads_{n}": v for n, v in fps.items()}}
+
+
+OFF_POLICY = {
+    "sac": {
+        "frames": 1_536,
+        "warmup": 512,
+        "sb3_threads": (1, 2),
+        "overrides": ["env=pendulum", "algorithm=sac"],
+        "floor": "sac-torch",
+        "targets": {"ratio": 1.2, "xdrl_vs_torch_loop": 0.9},
+        "workload": "Pendulum-v1, 1 env, UTD 1, batch 256, 256x256 nets, 512 random warm-up "
+        "frames of 1,536; SB3 at its better of 1 and 2 threads, xdrl at its defaults",
+    },
+    "td3": {
+        "frames": 1_536,
+        "warmup": 512,
+        "sb3_threads": (1, 2),
+        "overrides": [
+            "env=pendulum",
+            "algorithm=td3",
+            "algorithm.build.actor_cells=[400,300]",
+            "algorithm.build.critic_cells=[400,300]",
+        ],
+        "floor": None,
+        "targets": {"ratio": 1.2},
+        "workload": "Pendulum-v1, SB3's TD3 defaults (1 env, UTD 1, batch 256, [400, 300], "
+        "policy delay 2, target noise 0.2 clipped at 0.5, exploration noise 0.1), 512 random "
+        "warm-up frames of 1,536; SB3 at its better of 1 and 2 threads, xdrl at its defaults",
+    },
+    "dqn": {
+        "frames": 10_240,
+        "warmup": 1_024,
+        "sb3_threads": (1,),
+        "overrides": ["experiment=cartpole_dqn"],
+        "floor": None,
+        "targets": {"ratio": 1.5},
+        "workload": "CartPole-v1, RL-Zoo's DQN settings (lr 2.3e-3, batch 64, 128 gradient "
+        "steps per 256 frames, [256, 256]; SB3 1 env trains every 256 frames, 1 thread; xdrl "
+        "`experiment=cartpole_dqn`, 8 envs x 32 steps, its defaults), 10,240 frames",
+    },
+}
+
+
+def _baseline_keys(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    return ("baseline_fps", "baseline_ratio") if "baseline_fps" in rows[0] else ()
+
+
+def off_policy_throughput(mode: str, seeds: list[int], quick: bool) -> dict[str, Any]:
+    """One off-policy workload (``OFF_POLICY[mode]``): SB3, xdrl-train at its defaults and, for
+    SAC, the plain-PyTorch floor, alternated per seed."""
+    spec = {**OFF_POLICY[mode]}
+    if "sb3" in THREADS and len(spec["sb3_threads"]) > 1:
+        spec["sb3_threads"] = THREADS["sb3"]
+    frames = spec["frames"] * 2 // 3 if quick else spec["frames"]
+    warmup = spec["warmup"]
+    overrides = [*spec["overrides"], f"total_frames={frames}", "eval=none"]
+    if mode != "dqn":
+        overrides += [
+            "env.num_envs=1",
+            "frames_per_batch=64",
+            f"algorithm.build.init_random_frames={warmup}",
+            "algorithm.build.batch_size=256",
+            "algorithm.build.utd=1.0",
+        ]
     rows = []
     for seed in seeds:
-        # Target 3 compares with SB3 at its better of 1 and 2 torch threads.
-        by_threads = {
-            n: sb3(
-                "sac",
-                seed,
+        runs = {
+            "sb3": lambda s=seed: _best_sb3(
+                mode,
+                s,
+                spec["sb3_threads"],
                 "--frames",
                 str(frames),
                 "--learning-starts",
                 str(warmup),
-                "--threads",
-                str(n),
-            )["frames_per_second"]
-            for n in (1, 2)
+            ),  # fmt: skip
+            "xdrl": lambda s=seed: xdrl(overrides, s)["frames_per_second"],
         }
-        s = {"frames_per_second": max(by_threads.values())}
-        x = xdrl(
-            [
-                "env=pendulum",
-                "algorithm=sac",
-                "env.num_envs=1",
-                f"total_frames={frames}",
-                "frames_per_batch=64",
-                f"algorithm.build.init_random_frames={warmup}",
-                "algorithm.build.batch_size=256",
-                "algorithm.build.utd=1.0",
-                "eval=none",
-            ],
-            seed,
-        )
-        floor = loop("sac-torch", seed, frames, "--warmup", str(warmup))
-        rows.append(
-            {
-                "seed": seed,
-                "sb3_fps": s["frames_per_second"],
-                "sb3_fps_1_thread": by_threads[1],
-                "sb3_fps_2_threads": by_threads[2],
-                "xdrl_fps": x["frames_per_second"],
-                "torch_loop_fps": floor,
-                "ratio": x["frames_per_second"] / s["frames_per_second"],
-                "torch_loop_ratio": floor / s["frames_per_second"],
-            }
-        )
-        print(f"  sac seed {seed}: {rows[-1]}", flush=True)
+        if "xdrl" in BASELINE:
+            runs["baseline"] = lambda s=seed: xdrl(
+                [*overrides, *BASELINE_OVERRIDES], s, executable=BASELINE["xdrl"]
+            )["frames_per_second"]
+        if spec["floor"]:  # the floor, like SB3, at its better thread count
+            runs["torch_loop"] = lambda s=seed: max(
+                loop(spec["floor"], s, frames, "--warmup", str(warmup), "--threads", str(n))
+                for n in spec["sb3_threads"]
+            )
+        out = _alternated(runs, seed)
+        sb = out["sb3"]["best"]
+        row = {
+            "seed": seed,
+            "sb3_fps": sb,
+            **{f"sb3_fps_{k}": v for k, v in out["sb3"].items() if k != "best"},
+            "xdrl_fps": out["xdrl"],
+            "torch_loop_fps": out.get("torch_loop"),
+            "ratio": out["xdrl"] / sb,
+            "torch_loop_ratio": out["torch_loop"] / sb if "torch_loop" in out else None,
+            "xdrl_vs_torch_loop": out["xdrl"] / out["torch_loop"] if "torch_loop" in out else None,
+        }
+        if "baseline" in out:
+            row.update(baseline_fps=out["baseline"], baseline_ratio=out["baseline"] / sb)
+        rows.append(row)
+        print(f"  {mode} seed {seed}: {row}", flush=True)
     return {
         "frames": frames,
         "warmup_frames": warmup,
         "runs": rows,
-        **_medians(rows),
-        "target": ">= 1.0 (SB3 at its better of 1 and 2 threads; xdrl at its defaults)",
-        "workload": "Pendulum-v1, 1 env, UTD 1, batch 256, 256x256 nets, "
-        f"{warmup} random warm-up frames",
+        **_medians(rows, "xdrl_vs_torch_loop", *_baseline_keys(rows)),
+        "targets": spec["targets"],
+        "workload": spec["workload"],
+        "sb3_threads": list(spec["sb3_threads"]),
     }
+
+
+def sac_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
+    return off_policy_throughput("sac", seeds, quick)
+
+
+def td3_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
+    return off_policy_throughput("td3", seeds, quick)
+
+
+def dqn_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
+    return off_policy_throughput("dqn", seeds, quick)
 
 
 def startup(seeds: list[int], quick: bool) -> dict[str, Any]:
@@ -569,6 +681,8 @@ RUNNERS = {
     "eval": eval_speed,
     "hook-overhead": hook_overhead,
     "sac": sac_throughput,
+    "td3": td3_throughput,
+    "dqn": dqn_throughput,
     "startup": startup,
 }
 
@@ -635,6 +749,57 @@ def _scale_table(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _off_policy_rows(r: dict[str, Any], row: Any) -> None:
+    """The SAC, TD3 and DQN rows of the summary table (through ``markdown``'s ``row``)."""
+    for mode, title in (
+        ("sac", "SAC Pendulum frames/s (UTD 1, batch 256, 256x256"),
+        ("td3", "TD3 Pendulum frames/s (UTD 1, batch 256, [400, 300]"),
+        ("dqn", "DQN CartPole frames/s (RL-Zoo settings"),
+    ):
+        if mode not in r or "ratio" not in r[mode]:
+            continue
+        o = r[mode]
+        threads = "/".join(str(n) for n in o.get("sb3_threads", [1, 2]))
+        title = f"{title}; SB3 at its best of {threads} thread(s), xdrl at its defaults)"
+        goal = o.get("targets", {"ratio": 1.0})
+        row(
+            title,
+            _fmt(o["sb3_fps"], 0),
+            _fmt(o["xdrl_fps"], 0),
+            _fmt(o["ratio"]),
+            f">= {goal['ratio']}",
+            _at_least(o["ratio"], goal["ratio"]),
+        )
+        if o.get("baseline_fps") is not None:
+            row(
+                f"same {mode.upper()} workload, `--baseline` xdrl-train (before) frames/s",
+                _fmt(o["sb3_fps"], 0),
+                _fmt(o["baseline_fps"], 0),
+                _fmt(o["baseline_ratio"]),
+                "reference",
+                None,
+            )
+        if o.get("torch_loop_fps") is not None:
+            row(
+                f"same {mode.upper()} workload, lean plain-PyTorch + gymnasium loop (the floor) "
+                "frames/s, ratio floor/SB3",
+                _fmt(o["sb3_fps"], 0),
+                _fmt(o["torch_loop_fps"], 0),
+                _fmt(o.get("torch_loop_ratio")),
+                "reference",
+                None,
+            )
+            target = goal.get("xdrl_vs_torch_loop")
+            row(
+                f"xdrl vs the {mode.upper()} floor (ratio xdrl/floor)",
+                "-",
+                f"{_fmt(o['xdrl_fps'], 0)} vs {_fmt(o['torch_loop_fps'], 0)}",
+                _fmt(o.get("xdrl_vs_torch_loop")),
+                f">= {target}" if target else "reference",
+                _at_least(o.get("xdrl_vs_torch_loop"), target) if target else None,
+            )
+
+
 def markdown(results: dict[str, Any], command: str) -> str:
     m = results["machine"]
     lines = [
@@ -665,6 +830,15 @@ def markdown(results: dict[str, Any], command: str) -> str:
             f">= {goal['ratio']}",
             _at_least(p["ratio"], goal["ratio"]),
         )
+        if p.get("baseline_fps") is not None:
+            row(
+                "same workload, `--baseline` xdrl-train (before) frames/s",
+                _fmt(p["sb3_fps"], 0),
+                _fmt(p["baseline_fps"], 0),
+                _fmt(p["baseline_ratio"]),
+                "reference",
+                None,
+            )
         row(
             "same workload, bare TorchRL loop (tutorial style, no Trainer) frames/s",
             _fmt(p["sb3_fps"], 0),
@@ -727,27 +901,7 @@ def markdown(results: dict[str, Any], command: str) -> str:
             "<= 3%",
             h["overhead"] <= 0.03,
         )
-    if "sac" in r:
-        s = r["sac"]
-        if "ratio" in s:
-            row(
-                "SAC Pendulum frames/s (UTD 1, batch 256, 256x256; SB3 best of 1/2 threads)",
-                _fmt(s["sb3_fps"], 0),
-                _fmt(s["xdrl_fps"], 0),
-                _fmt(s["ratio"]),
-                ">= 1.0",
-                s["ratio"] >= 1.0,
-            )
-            row(
-                "same SAC workload, hand-written PyTorch + gymnasium loop (the floor) frames/s",
-                _fmt(s["sb3_fps"], 0),
-                _fmt(s.get("torch_loop_fps"), 0),
-                _fmt(s.get("torch_loop_ratio")),
-                "reference",
-                None,
-            )
-        else:
-            row("SAC Pendulum frames/s", "-", "-", "-", ">= 1.0", None)
+    _off_policy_rows(r, row)
     if "startup" in r:
         s = r["startup"]
         row(
@@ -788,9 +942,30 @@ def markdown(results: dict[str, Any], command: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=[*MODES, "all"], default="all")
+    parser.add_argument(
+        "--mode",
+        default="all",
+        help=f"'all' or a comma-separated list of: {', '.join(MODES)}",
+    )
     parser.add_argument("--seeds", type=int, default=3, help="seeds per mode (0, 1, ...)")
     parser.add_argument("--quick", action="store_true", help="smaller workloads (smoke test)")
+    parser.add_argument(
+        "--threads",
+        default=None,
+        help="thread counts SB3 (and the SAC floor) try where the mode takes their best, e.g. "
+        "'1' on a machine whose other work makes 2 threads crawl (default: 1,2)",
+    )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        help="another checkout's xdrl-train (e.g. main's .venv/bin/xdrl-train), run alongside "
+        "in the throughput modes: before/after figures from one run",
+    )
+    parser.add_argument(
+        "--baseline-overrides",
+        default="",
+        help="space-separated overrides added to the baseline's runs (e.g. 'num_threads=1')",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench-results"), help="output folder")
     parser.add_argument(
         "--report-only",
@@ -808,9 +983,17 @@ def main() -> None:
         (out / "bench.md").write_text(markdown(results, results.get("command", "")))
         print((out / "bench.md").read_text())
         return
+    modes = MODES if args.mode == "all" else [m.strip() for m in args.mode.split(",")]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"unknown mode(s) {unknown}; choose from {MODES} or 'all'")
     ensure_bench_venv()
+    if args.threads:
+        THREADS["sb3"] = tuple(int(n) for n in args.threads.split(","))
+    if args.baseline:
+        BASELINE["xdrl"] = Path(args.baseline)
+        BASELINE_OVERRIDES.extend(args.baseline_overrides.split())
     seeds = list(range(args.seeds))
-    modes = MODES if args.mode == "all" else [args.mode]
     results: dict[str, Any] = {"machine": machine(), "quick": args.quick, "modes": {}}
     started = time.perf_counter()
     for mode in modes:

@@ -12,7 +12,17 @@ ratio to ``xdrl`` (everything on).
 - ``stepper``: TorchRL's gradient norm (per-parameter clipping, Python float) in the stepper;
 - ``torchrl``: all four swapped back at once.
 
-Usage: ``python scripts/bench_ablation.py --reps 3 --frames 10240`` prints a Markdown table.
+``--workload sac|td3|dqn`` runs an off-policy workload instead (the SAC/TD3 ones of
+``scripts/bench.py``: Pendulum, 1 env, UTD 1, batch 256, a quarter of the frames random; DQN:
+``experiment=cartpole_dqn``) with these variants:
+
+- ``loss``: TorchRL's ``SACLoss``/``TD3Loss``/``DQNLoss`` instead of xdrl's lean subclasses;
+- ``replay``: TorchRL's ``TensorDictReplayBuffer`` instead of ``LeanReplayBuffer``;
+- ``target``: TorchRL's ``SoftUpdate``/``HardUpdate`` instead of the lean updaters;
+- ``torchrl``: all three swapped back at once.
+
+Usage: ``python scripts/bench_ablation.py --reps 3 --frames 10240`` prints a Markdown table;
+``python scripts/bench_ablation.py --workload sac --reps 3 --frames 1024`` the SAC one.
 """
 
 from __future__ import annotations
@@ -30,6 +40,45 @@ from unittest import mock
 from hydra import compose, initialize_config_module
 
 VARIANTS = ["xdrl", "collector", "loss", "trainer", "stepper", "torchrl"]
+OFF_POLICY_VARIANTS = ["xdrl", "loss", "replay", "target", "torchrl"]
+WORKLOADS = {
+    "ppo": ["experiment=cartpole_ppo"],
+    "sac": ["env=pendulum", "algorithm=sac"],
+    "td3": [
+        "env=pendulum",
+        "algorithm=td3",
+        "algorithm.build.actor_cells=[400,300]",
+        "algorithm.build.critic_cells=[400,300]",
+    ],
+    "dqn": ["experiment=cartpole_dqn"],
+}
+
+
+@contextlib.contextmanager
+def swapped_off_policy(variant: str) -> Iterator[None]:
+    """Swap xdrl's lean off-policy pieces back for TorchRL's originals while building the run."""
+    from torchrl.data import TensorDictReplayBuffer
+    from torchrl.objectives import DQNLoss, HardUpdate, SACLoss, SoftUpdate, TD3Loss
+
+    patches = {
+        "loss": [
+            mock.patch("xdrl.algorithms.sac.LeanSACLoss", SACLoss),
+            mock.patch("xdrl.algorithms.td3.LeanTD3Loss", TD3Loss),
+            mock.patch("xdrl.algorithms.dqn.LeanDQNLoss", DQNLoss),
+        ],
+        "replay": [
+            mock.patch("xdrl.algorithms.off_policy.LeanReplayBuffer", TensorDictReplayBuffer)
+        ],
+        "target": [
+            mock.patch("xdrl.algorithms.off_policy.LeanSoftUpdate", SoftUpdate),
+            mock.patch("xdrl.algorithms.off_policy.LeanHardUpdate", HardUpdate),
+        ],
+    }
+    patches["torchrl"] = [p for name in ("loss", "replay", "target") for p in patches[name]]
+    with contextlib.ExitStack() as stack:
+        for patch in patches.get(variant, []):
+            stack.enter_context(patch)
+        yield
 
 
 @contextlib.contextmanager
@@ -63,14 +112,24 @@ def swapped(variant: str) -> Iterator[None]:
         yield
 
 
-def run_once(variant: str, seed: int, frames: int) -> float:
+def run_once(variant: str, seed: int, frames: int, workload: str = "ppo") -> float:
     """Train one variant in process; its frames/s from summary.json."""
     from xdrl.process import setup_process
     from xdrl.run import run
 
     run_dir = Path(tempfile.mkdtemp(prefix=f"xdrl-ablation-{variant}-"))
+    extra = []
+    if workload in ("sac", "td3"):
+        extra = [
+            "env.num_envs=1",
+            "frames_per_batch=64",
+            f"algorithm.build.init_random_frames={frames // 4 // 64 * 64}",
+            "algorithm.build.batch_size=256",
+            "algorithm.build.utd=1.0",
+        ]
     overrides = [
-        "experiment=cartpole_ppo",
+        *WORKLOADS[workload],
+        *extra,
         f"total_frames={frames}",
         f"seed={seed}",
         "eval=none",
@@ -82,7 +141,7 @@ def run_once(variant: str, seed: int, frames: int) -> float:
     with initialize_config_module("xdrl.conf", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     setup_process(cfg)  # threads and tensordict's pandas lookup, as xdrl-train sets them
-    with swapped(variant):
+    with (swapped if workload == "ppo" else swapped_off_policy)(variant):
         run(cfg)
     return float(json.loads((run_dir / "summary.json").read_text())["frames_per_second"])
 
@@ -91,18 +150,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--frames", type=int, default=10_240)
-    parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
+    parser.add_argument("--workload", choices=list(WORKLOADS), default="ppo")
+    parser.add_argument(
+        "--variants", nargs="+", default=None, choices=sorted({*VARIANTS, *OFF_POLICY_VARIANTS})
+    )
     args = parser.parse_args()
+    if args.variants is None:
+        args.variants = VARIANTS if args.workload == "ppo" else OFF_POLICY_VARIANTS
     fps: dict[str, list[float]] = {v: [] for v in args.variants}
     for rep in range(args.reps):
         order = (
             args.variants[rep % len(args.variants) :] + args.variants[: rep % len(args.variants)]
         )
         for variant in order:
-            fps[variant].append(run_once(variant, rep, args.frames))
+            fps[variant].append(run_once(variant, rep, args.frames, args.workload))
             print(f"rep {rep} {variant}: {fps[variant][-1]:,.0f} frames/s", file=sys.stderr)
     base = statistics.median(fps["xdrl"]) if "xdrl" in fps else None
-    print(f"`python scripts/bench_ablation.py --reps {args.reps} --frames {args.frames}`\n")
+    print(
+        f"`python scripts/bench_ablation.py --workload {args.workload} --reps {args.reps} "
+        f"--frames {args.frames}`\n"
+    )
     print("| variant | frames/s (median) | vs xdrl |\n| --- | --- | --- |")
     for variant, values in fps.items():
         median = statistics.median(values)

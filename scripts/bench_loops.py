@@ -10,8 +10,9 @@ training, no evaluation):
   maths of xdrl's ``cartpole_ppo`` preset; it is the floor any TorchRL-based launcher can
   approach on this machine, not a competitor. ``--envs N`` scales it (N x 32 frames per batch,
   whole-batch steps); ``--eval`` adds a 20-episode deterministic evaluation after training.
-- ``sac-torch``: the same floor for SAC on Pendulum-v1 (1 env, UTD 1, batch 256, 256x256 nets,
-  ``--warmup`` random frames first), the workload of the benchmark's SAC mode.
+- ``sac-torch``: the same kind of floor for SAC on Pendulum-v1 (1 env, UTD 1, batch 256, 256x256
+  nets, ``--warmup`` random frames first) with xdrl's SAC maths, the workload of the
+  benchmark's SAC mode.
 
 Usage: ``python scripts/bench_loops.py torchrl --seed 0 --frames 10240`` prints one JSON line;
 ``python scripts/bench_loops.py torch --frames 40960 --eval`` checks that the floor learns.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from collections.abc import Callable
 
@@ -256,27 +258,70 @@ def _evaluate(actor: Callable[[torch.Tensor], torch.Tensor], seed: int, episodes
     return float(returns.mean())
 
 
+class _TwinCritic(nn.Module):
+    """Two Q-networks ``[in] -> 256 -> 256 -> 1`` stored stacked and run as one ensemble: one
+    ``baddbmm`` per layer (xdrl's ``LeanSACLoss`` evaluates SACLoss's stacked critics the same
+    way). Each network starts from ``nn.Linear``'s default initialization."""
+
+    def __init__(self, n_in: int, width: int = 256) -> None:
+        super().__init__()
+        sizes = [(n_in, width), (width, width), (width, 1)]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for fan_in, fan_out in sizes:
+            layers = [nn.Linear(fan_in, fan_out) for _ in range(2)]
+            self.weights.append(nn.Parameter(torch.stack([m.weight.detach().T for m in layers])))
+            self.biases.append(nn.Parameter(torch.stack([m.bias.detach()[None] for m in layers])))
+
+    def forward(self, x: torch.Tensor, detach: bool = False) -> torch.Tensor:
+        """Q-values ``[2, B, 1]`` of inputs ``[B, in]``."""
+        h = x.expand(2, *x.shape)
+        last = len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            if detach:
+                w, b = w.detach(), b.detach()
+            h = torch.baddbmm(b, h, w)
+            if i < last:
+                h = torch.relu(h)
+        return h
+
+
+SCALE_BIAS = math.log(math.expm1(1.0 - 0.01))  # softplus(0 + bias) + 0.01 == 1: xdrl's scale map
+
+
 def sac_torch_loop(seed: int, frames: int, warmup: int) -> float:
-    """Plain PyTorch SAC (twin Q, learned temperature, Polyak targets); returns frames/s."""
+    """Lean plain PyTorch SAC with xdrl's SAC maths; returns frames/s.
+
+    The workload of the benchmark's SAC mode (Pendulum-v1, 1 env, UTD 1, batch 256, 256x256
+    networks, ``warmup`` random frames). The maths of xdrl's ``sac`` (TorchRL's ``SACLoss``):
+    a tanh-normal actor (orthogonal init, biased-softplus scale, actions scaled to [-2, 2]),
+    twin critics with Polyak targets (tau 0.005), a learned temperature (target entropy -1),
+    one Adam over everything (lr 3e-4) and one backward of the summed losses per step, the
+    actor's loss against the critics with detached parameters. What makes it lean: the critics
+    as one ensemble (``_TwinCritic``), no ``torch.distributions`` objects, preallocated replay
+    tensors, fused Adam, ``torch._foreach_lerp_`` for the targets, acting under
+    ``inference_mode``.
+    """
     import copy
 
     import gymnasium as gym
 
     torch.manual_seed(seed)
     env = gym.make("Pendulum-v1")
-    obs_dim, act_dim, batch = 3, 1, 256
-
-    def mlp(n_in: int, n_out: int) -> nn.Sequential:
-        return nn.Sequential(
-            nn.Linear(n_in, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, n_out)
-        )
-
-    actor, q1, q2 = mlp(obs_dim, 2 * act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
-    targets = copy.deepcopy(nn.ModuleList([q1, q2]))
-    log_alpha = torch.zeros(1, requires_grad=True)
-    opt_actor = torch.optim.Adam(actor.parameters(), lr=3e-4)
-    opt_q = torch.optim.Adam([*q1.parameters(), *q2.parameters()], lr=3e-4)
-    opt_alpha = torch.optim.Adam([log_alpha], lr=3e-4)
+    obs_dim, act_dim, batch, gamma, tau = 3, 1, 256, 0.99, 0.005
+    actor = nn.Sequential(
+        nn.Linear(obs_dim, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+        nn.Linear(256, 2 * act_dim),
+    )  # fmt: skip
+    linears = [m for m in actor if isinstance(m, nn.Linear)]
+    for i, layer in enumerate(linears):
+        nn.init.orthogonal_(layer.weight, gain=0.01 if i == len(linears) - 1 else 2**0.5)
+        nn.init.zeros_(layer.bias)
+    critic = _TwinCritic(obs_dim + act_dim)
+    target_critic = copy.deepcopy(critic).requires_grad_(False)
+    target, online = list(target_critic.parameters()), list(critic.parameters())
+    log_alpha = nn.Parameter(torch.zeros(()))
+    optim = torch.optim.Adam([*actor.parameters(), *online, log_alpha], lr=3e-4, fused=True)
     storage = {
         "obs": torch.zeros(frames, obs_dim),
         "act": torch.zeros(frames, act_dim),
@@ -284,58 +329,54 @@ def sac_torch_loop(seed: int, frames: int, warmup: int) -> float:
         "next": torch.zeros(frames, obs_dim),
         "term": torch.zeros(frames, 1),
     }
+    half_log_2pi = 0.5 * math.log(2 * math.pi)
 
     def sample(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = actor(obs).chunk(2, -1)
-        dist = torch.distributions.Normal(mean, log_std.clamp(-20, 2).exp())
-        u = dist.rsample()
-        action = torch.tanh(u)
-        log_prob = dist.log_prob(u) - torch.log(1 - action.pow(2) + 1e-6)
-        return action * 2.0, log_prob.sum(-1, keepdim=True)
+        loc, raw = actor(obs).chunk(2, -1)
+        scale = (torch.nn.functional.softplus(raw + SCALE_BIAS) + 0.01).clamp_min(1e-4)
+        pre = loc + torch.randn_like(loc) * scale
+        log_prob = -0.5 * ((pre - loc) / scale) ** 2 - scale.log() - half_log_2pi
+        log_det = 2.0 * (math.log(2.0) - pre - torch.nn.functional.softplus(-2.0 * pre))
+        log_det = log_det + math.log(2.0)  # the affine map from [-1, 1] to [-2, 2]
+        return 2.0 * torch.tanh(pre), (log_prob - log_det).sum(-1)
 
     obs_np, _ = env.reset(seed=seed)
     start = time.perf_counter()
     for step in range(frames):
-        obs = torch.as_tensor(obs_np, dtype=torch.float32)
+        obs = torch.from_numpy(obs_np.astype(np.float32))
         if step < warmup:
-            action = torch.as_tensor(env.action_space.sample())
+            action = torch.from_numpy(env.action_space.sample())
         else:
-            with torch.no_grad():
+            with torch.inference_mode():
                 action = sample(obs[None])[0][0]
         next_np, rew, term, trunc, _ = env.step(action.numpy())
-        for key, value in zip(storage, (obs, action, rew, next_np, term), strict=True):
-            storage[key][step] = torch.as_tensor(value, dtype=torch.float32)
+        storage["obs"][step] = obs
+        storage["act"][step] = action
+        storage["rew"][step] = float(rew)
+        storage["next"][step] = torch.from_numpy(next_np.astype(np.float32))
+        storage["term"][step] = float(term)
         obs_np = env.reset()[0] if term or trunc else next_np
         if step < warmup:
             continue
         idx = torch.randint(0, step + 1, (batch,))
-        o, a, r, n, d = (storage[key][idx] for key in storage)
-        alpha = log_alpha.exp()
+        o, a, r, n, d = (storage[key].index_select(0, idx) for key in storage)
+        alpha = log_alpha.detach().exp()
         with torch.no_grad():
             next_action, next_log_prob = sample(n)
-            x = torch.cat([n, next_action], -1)
-            target_q = torch.min(targets[0](x), targets[1](x)) - alpha * next_log_prob
-            y = r + 0.99 * (1 - d) * target_q
-        x = torch.cat([o, a], -1)
-        q_loss = 0.5 * ((q1(x) - y).pow(2).mean() + (q2(x) - y).pow(2).mean())
-        opt_q.zero_grad()
-        q_loss.backward()
-        opt_q.step()
+            next_q = target_critic(torch.cat([n, next_action], -1))
+            next_value = (next_q - alpha * next_log_prob[:, None]).min(0)[0]
+            y = (r + gamma * (1 - d) * next_value).squeeze(-1)
+        q = critic(torch.cat([o, a], -1)).squeeze(-1)
+        q_loss = (q - y).pow(2).sum(0).mean()
         new_action, log_prob = sample(o)
-        x = torch.cat([o, new_action], -1)
-        actor_loss = (alpha.detach() * log_prob - torch.min(q1(x), q2(x))).mean()
-        opt_actor.zero_grad()
-        actor_loss.backward()
-        opt_actor.step()
-        alpha_loss = -(log_alpha * (log_prob.detach() - act_dim)).mean()
-        opt_alpha.zero_grad()
-        alpha_loss.backward()
-        opt_alpha.step()
+        q_new = critic(torch.cat([o, new_action], -1), detach=True).min(0)[0].squeeze(-1)
+        actor_loss = (alpha * log_prob - q_new).mean()
+        alpha_loss = (-log_alpha * (log_prob.detach() - act_dim)).mean()
+        optim.zero_grad()
+        (q_loss + actor_loss + alpha_loss).backward()
+        optim.step()
         with torch.no_grad():
-            for param, target in zip(
-                [*q1.parameters(), *q2.parameters()], targets.parameters(), strict=True
-            ):
-                target.lerp_(param, 0.005)
+            torch._foreach_lerp_(target, online, tau)
     elapsed = time.perf_counter() - start
     env.close()
     return frames / elapsed
@@ -349,8 +390,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=512, help="sac-torch: random frames first")
     parser.add_argument("--envs", type=int, default=ENVS, help="torch: envs (x 32 frames/batch)")
     parser.add_argument("--eval", action="store_true", help="torch: 20-episode eval mean after")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     if args.loop == "sac-torch":
         result = {"frames_per_second": sac_torch_loop(args.seed, args.frames, args.warmup)}
     elif args.loop == "torchrl":

@@ -3,7 +3,8 @@
 Prints one JSON line: frames/s (evaluation excluded), time to the first deterministic eval mean
 >= 475 (also as wall time from ``--launched-at``, the parent's clock at process start, imports
 included), evaluation time, peak RSS. Workloads are RL-Zoo's: PPO CartPole-v1 (8 envs x 32 steps,
-batch 256, 20 epochs, GAE 0.98/0.8, lr and clip linear from 1e-3 / 0.2) and SAC Pendulum-v1.
+batch 256, 20 epochs, GAE 0.98/0.8, lr and clip linear from 1e-3 / 0.2), SAC and TD3 Pendulum-v1
+(SB3's defaults, UTD 1) and DQN CartPole-v1 (RL-Zoo's settings).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import resource  # noqa: E402
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from stable_baselines3 import PPO, SAC  # noqa: E402
+from stable_baselines3 import DQN, PPO, SAC, TD3  # noqa: E402
 from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
+from stable_baselines3.common.noise import NormalActionNoise  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
 
@@ -105,6 +107,44 @@ def sac(seed: int, n_envs: int, train_freq: int, gradient_steps: int, learning_s
     )
 
 
+def td3(seed: int, learning_starts: int) -> TD3:
+    """SB3's TD3 defaults on Pendulum ([400, 300], batch 256, UTD 1, policy delay 2, target
+    noise 0.2 clipped at 0.5) with Gaussian exploration noise 0.1 of the action range, as xdrl."""
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=seed)
+    return TD3(
+        "MlpPolicy",
+        env,
+        learning_starts=learning_starts,
+        action_noise=NormalActionNoise(np.zeros(1), 0.1 * 2.0 * np.ones(1)),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+
+
+def dqn(seed: int) -> DQN:
+    """RL-Zoo's CartPole DQN settings."""
+    env = make_vec_env("CartPole-v1", n_envs=1, seed=seed)
+    return DQN(
+        "MlpPolicy",
+        env,
+        learning_rate=2.3e-3,
+        batch_size=64,
+        buffer_size=100_000,
+        learning_starts=1_000,
+        gamma=0.99,
+        target_update_interval=10,
+        train_freq=256,
+        gradient_steps=128,
+        exploration_fraction=0.16,
+        exploration_final_eps=0.04,
+        policy_kwargs={"net_arch": [256, 256]},
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+
+
 def eval_time(seed: int, train_frames: int, episodes: int, weights_out: str | None) -> dict:
     """Train PPO briefly, then time evaluate_policy on 1-env and ``episodes``-env eval envs."""
     model = ppo(seed)
@@ -130,7 +170,9 @@ def eval_time(seed: int, train_frames: int, episodes: int, weights_out: str | No
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["ppo-throughput", "time-to-475", "eval", "sac"])
+    parser.add_argument(
+        "mode", choices=["ppo-throughput", "time-to-475", "eval", "sac", "td3", "dqn"]
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--frames", type=int, default=50_000)
     parser.add_argument("--threads", type=int, default=1)
@@ -174,14 +216,19 @@ def main() -> None:
         )
     elif args.mode == "eval":
         result.update(eval_time(args.seed, args.frames, args.episodes, args.weights_out))
-    else:  # sac: UTD 1, one gradient step per env step
-        model = sac(
-            args.seed,
-            args.sac_envs,
-            train_freq=1,
-            gradient_steps=args.sac_envs,
-            learning_starts=args.learning_starts,
-        )
+    else:  # off-policy throughput
+        if args.mode == "td3":
+            model = td3(args.seed, args.learning_starts)
+        elif args.mode == "dqn":
+            model = dqn(args.seed)
+        else:  # sac: UTD 1, one gradient step per env step
+            model = sac(
+                args.seed,
+                args.sac_envs,
+                train_freq=1,
+                gradient_steps=args.sac_envs,
+                learning_starts=args.learning_starts,
+            )
         t0 = time.perf_counter()
         model.learn(args.frames)
         elapsed = time.perf_counter() - t0

@@ -47,3 +47,18 @@ def test_gae_bootstraps_truncation_and_cuts_at_every_end() -> None:
     a1 = 1 + g * 10.0 - 2.0  # bootstraps from its final observation, no trace from step 2
     a0 = (1 + g * 2.0 - 1.0) + g * lam * a1
     np.testing.assert_allclose(adv[:, 0], [a0, a1, a2], rtol=1e-6)
+
+
+def test_sac_floor_twin_critic_is_two_networks() -> None:
+    torch.manual_seed(0)
+    critic = loops._TwinCritic(4, width=16)
+    x = torch.randn(8, 4)
+    out = critic(x)
+    assert out.shape == (2, 8, 1)
+    for i in range(2):
+        h = x
+        for j, (w, b) in enumerate(zip(critic.weights, critic.biases, strict=True)):
+            h = torch.nn.functional.linear(h, w[i].T, b[i, 0])
+            h = torch.relu(h) if j < 2 else h
+        torch.testing.assert_close(out[i], h)
+    assert not torch.equal(out[0], out[1])  # two independently initialized networks

@@ -43,6 +43,11 @@ ATTRIBUTES = [
     ("torchrl.envs", "EnvBase._reset", "xdrl/vector_env.py"),
     ("torchrl.envs", "EnvBase._set_seed", "xdrl/vector_env.py"),
     ("torchrl.checkpoint", "Checkpoint._local_path", "xdrl/checkpointing.py"),
+    ("torch", "_foreach_lerp_", "xdrl/algorithms/off_policy.py (LeanSoftUpdate)"),
+    ("torch", "_foreach_copy_", "xdrl/algorithms/off_policy.py (LeanHardUpdate)"),
+    ("torchrl.modules.distributions.utils", "safetanh_noeps", "xdrl/algorithms/sac_loss.py"),
+    ("torchrl.data", "LazyTensorStorage._rand_given_ndim", "xdrl/algorithms/replay.py"),
+    ("torchrl.objectives", "SACLoss._alpha", "xdrl/algorithms/sac_loss.py"),
     ("torchrl.record.loggers.wandb", "WandbLogger._create_experiment", "xdrl/loggers.py"),
     ("omegaconf", "DictConfig._get_node", "xdrl/config_check.py"),
     ("atexit", "_run_exitfuncs", "xdrl/cli.py (exit_without_teardown)"),
@@ -60,6 +65,15 @@ SET_IN_SOURCE = [
     ("torchrl.envs", "SerialEnv", "self._envs", "render.py, xdrl/env_state.py"),
     ("torchrl.envs.libs.gym", "GymWrapper", "self._env", "render.py, xdrl/env_state.py"),
     ("torchrl.collectors", "Collector", "self._carrier", "xdrl/env_state.py"),
+    *(
+        ("torchrl.objectives.utils", "TargetNetUpdater", f"self.{name}", "off_policy.py")
+        for name in ("_sources", "_targets")
+    ),
+    *(
+        ("torchrl.objectives", "SACLoss", f"self.{name}", "xdrl/algorithms/sac_loss.py")
+        for name in ("_version", "min_log_alpha", "max_log_alpha", "skip_done_states")
+    ),
+    ("torchrl.objectives.common", "LossModule", "self._value_estimator", "sac/td3/dqn_loss.py"),
 ]
 
 
@@ -109,3 +123,18 @@ def test_tensors_have_a_version_counter() -> None:
     before = tensor._version  # ppo_loss.py caches on it
     tensor.add_(1)
     assert tensor._version > before
+
+
+def test_a_replay_buffer_holds_the_private_state_replay_py_reads() -> None:
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage
+
+    from xdrl.algorithms.replay import LeanReplayBuffer
+
+    buffer = LeanReplayBuffer(storage=LazyTensorStorage(8))
+    buffer.extend(TensorDict({"x": torch.arange(4.0)}, batch_size=[4]))
+    for name in ("_storage", "_sampler", "_writer", "_transform", "_prefetch_cap", "_pin_memory",
+                 "_sample_unit", "_replay_lock", "_write_lock", "_batch_size"):  # fmt: skip
+        assert hasattr(buffer, name), f"ReplayBuffer.{name} is gone: replay.py reads it"
+    assert isinstance(buffer._storage._storage, TensorDict)  # LazyTensorStorage's data
+    assert buffer._lean()  # every condition of the direct gather still reads

@@ -45,7 +45,7 @@ def test_cgroup_v2_quota_is_the_tightest_on_the_path_rounded_up(tmp_path: Path) 
     assert cgroup_cpu_quota(root, proc) == 2
     (root / "job" / "step" / "cpu.max").write_text("50000 100000\n")  # half a core -> 1
     assert cgroup_cpu_quota(root, proc) == 1
-    assert available_cores(root, proc) == 1
+    assert available_cores(root, proc, load=0.0) == 1
 
 
 def test_cgroup_v1_quota_and_no_quota(tmp_path: Path) -> None:
@@ -59,5 +59,17 @@ def test_cgroup_v1_quota_and_no_quota(tmp_path: Path) -> None:
     (folder / "cpu.cfs_quota_us").write_text("-1\n")
     assert cgroup_cpu_quota(root, proc) is None
     cores = len(os.sched_getaffinity(0))
-    assert available_cores(root, proc) == cores  # affinity alone
+    assert available_cores(root, proc, load=0.0) == cores  # affinity alone
     assert cgroup_cpu_quota(root, tmp_path / "missing") is None
+
+
+def test_busy_cpus_are_not_counted_on_an_unpinned_process(tmp_path: Path, monkeypatch) -> None:
+    proc = tmp_path / "missing"  # no cgroup quota
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert available_cores(tmp_path, proc, load=0.3) == 2  # a quiet machine
+    assert available_cores(tmp_path, proc, load=1.0) == 1  # one busy loop beside
+    assert available_cores(tmp_path, proc, load=7.5) == 1  # never below one
+    assert resolve_num_threads("auto", [400, 300], available_cores(tmp_path, proc, load=1.2)) == 1
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)  # pinned to 2 of 64 CPUs (a SLURM job):
+    assert available_cores(tmp_path, proc, load=40.0) == 2  # its cpuset is its own

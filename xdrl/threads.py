@@ -2,7 +2,8 @@
 
 Rule: 1 thread when the widest hidden layer is under 128 units or one core is available;
 otherwise ``min(cores, 2)``, where ``cores`` is what :func:`available_cores` finds this process
-may use (CPU affinity capped by a cgroup CPU quota). Small MLPs spend their time in per-op
+may use: CPU affinity capped by a cgroup CPU quota and, on an unpinned process, by the cores
+other processes leave idle (the 1-minute load average). Small MLPs spend their time in per-op
 overhead that more threads only add to; 256-wide layers on batches of 256 have enough work per
 matmul to split.
 
@@ -10,6 +11,11 @@ Measured on the 2-core machine (November 2026, quiet, A/B alternated):
 - 256x256 SAC (Pendulum, SB3 defaults): SB3 and a plain PyTorch loop run 1.3x faster with 2
   threads than 1 (146-155 vs 196-198 frames/s); 1 thread wins when another process keeps the
   second core busy.
+- With other work on the machine, 2 threads are far worse than 1, not slightly: a 2-thread run
+  waits at every parallel region for a thread the scheduler gave away. TD3 ([400, 300]) fell from
+  130 frames/s (quiet) to 29 beside one other job, below SB3's 101 at 1 thread; a SAC run beside
+  two other helpers' jobs (load average 5-8) ran 7x slower at 2 threads than at 1. So ``auto``
+  counts the cores others use.
 - 64x64 PPO (CartPole, RL-Zoo settings): 1 thread is fastest.
 Only two cores were available to measure, so the cap at 2 is what was seen, not a bound proven
 for larger machines.
@@ -49,16 +55,26 @@ def hidden_sizes(build_cfg) -> list[int]:
     return [int(n) for layers in cells for n in layers]
 
 
-def available_cores(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int:
+def available_cores(
+    cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP, load: float | None = None
+) -> int:
     """Cores this process may run on: its CPU affinity (a SLURM job's cpuset), capped by the
     cgroup v2 CPU quota of its cgroup and every parent (``cpu.max``: what ``docker --cpus``,
-    Kubernetes limits and SLURM's CPU accounting set), rounded up to whole cores."""
-    if hasattr(os, "sched_getaffinity"):
-        cores = len(os.sched_getaffinity(0))
-    else:
-        cores = os.cpu_count() or 1
+    Kubernetes limits and SLURM's CPU accounting set), rounded up to whole cores, and, when the
+    process may run on every CPU of the machine (not pinned to a cpuset of its own), by the CPUs
+    other processes leave idle: CPUs minus the 1-minute load average (``load``; read from the
+    system when None), rounded to whole cores. A pinned process's cpuset is its own, so the
+    machine-wide load is not counted against it."""
+    total = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total
     quota = cgroup_cpu_quota(cgroup_root, proc_cgroup)
-    return max(1, min(cores, quota)) if quota is not None else cores
+    if quota is not None:
+        cores = min(cores, quota)
+    if cores >= total:  # the whole machine: others' work shares it
+        if load is None:
+            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        cores = min(cores, math.floor(total - load + 0.5))
+    return max(1, cores)
 
 
 def cgroup_cpu_quota(

@@ -1,5 +1,5 @@
-"""DQN: TorchRL's DQNLoss on a QValueActor, epsilon-greedy exploration, replay buffer and
-target network.
+"""DQN: TorchRL's DQNLoss (its tensor-level forward LeanDQNLoss) on a QValueActor,
+epsilon-greedy exploration, replay buffer and target network.
 
 With ``q_cells: []``, ``q_bias: false`` and a one-hot observation
 (``env.observation_encoding: one_hot``) the Q-network is a table (one weight per state and
@@ -18,9 +18,9 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.envs import LineariseRewards
 from torchrl.modules import EGreedyModule, QValueActor
-from torchrl.objectives import DQNLoss
 
 from xdrl.algorithms.common import AlgorithmParts, activation_class, q_value_actor, require_discrete
+from xdrl.algorithms.dqn_loss import LeanDQNLoss
 from xdrl.algorithms.off_policy import (
     ExplorationAnnealingHook,
     off_policy_parts,
@@ -96,7 +96,7 @@ def build(
         annealing_num_steps=max(1, eps_annealing_frames),
         device=device,
     )
-    loss = DQNLoss(
+    loss = LeanDQNLoss(
         actor,
         loss_function=loss_function,
         delay_value=True,

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+import torch
+from torchrl.data import LazyTensorStorage
 from torchrl.objectives import HardUpdate, SoftUpdate
 from torchrl.trainers import ReplayBufferTrainer, TargetNetUpdaterHook, Trainer, TrainerHookBase
 
 from xdrl.algorithms.common import AlgorithmParts
+from xdrl.algorithms.replay import LeanReplayBuffer
 from xdrl.errors import ConfigError
 
 KEY = "algorithm.build"
@@ -22,7 +24,7 @@ def replay_buffer(buffer_size: int, batch_size: int) -> ReplayBufferTrainer:
         raise ConfigError(
             f"{KEY}.batch_size", f"must be in [1, buffer_size={buffer_size}], got {batch_size}"
         )
-    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(buffer_size), batch_size=batch_size)
+    buffer = LeanReplayBuffer(storage=LazyTensorStorage(buffer_size), batch_size=batch_size)
     return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
 
 
@@ -31,11 +33,70 @@ def optim_steps(utd: float, frames_per_batch: int) -> int:
     return max(1, round(utd * frames_per_batch))
 
 
+class LeanSoftUpdate(SoftUpdate):
+    """TorchRL's ``SoftUpdate`` whose ``step`` is one ``torch._foreach_lerp_`` over the target
+    and source tensors, looked up once.
+
+    Why: ``SoftUpdate.step`` walks the loss's target and source TensorDicts and lerps them
+    TensorDict-wise every optimizer step; on the SAC Pendulum workload that was ~0.8 ms of a
+    step in cProfile (1 thread) for ~50 us of arithmetic. The tensors are updated in place
+    (optimizer steps, ``load_state_dict``), so the lists stay valid. Same update (tested
+    against ``SoftUpdate``).
+
+    Example:
+        >>> LeanSoftUpdate(loss, tau=0.005).step()
+    """
+
+    def init_(self) -> None:
+        super().init_()
+        self._pairs = target_source_lists(self)
+
+    def step(self) -> None:
+        targets, sources = self._pairs
+        with torch.no_grad():
+            torch._foreach_lerp_(targets, sources, 1 - self.eps)
+
+
+class LeanHardUpdate(HardUpdate):
+    """TorchRL's ``HardUpdate`` (copy every ``value_network_update_interval`` steps, counted
+    the same way) with one ``torch._foreach_copy_`` over tensor lists looked up once, and no
+    TensorDict walk on the steps that copy nothing (DQN calls it after each of its 128 gradient
+    steps per batch). Same update (tested against ``HardUpdate``).
+
+    Example:
+        >>> LeanHardUpdate(loss, value_network_update_interval=128).step()
+    """
+
+    def init_(self) -> None:
+        super().init_()
+        self._pairs = target_source_lists(self)
+
+    counter: int  # set by HardUpdate.__init__
+
+    def step(self) -> None:
+        if self.counter == self.value_network_update_interval:
+            targets, sources = self._pairs
+            with torch.no_grad():
+                torch._foreach_copy_(targets, sources)
+            self.counter = 0
+        else:
+            self.counter += 1
+
+
+def target_source_lists(updater: SoftUpdate | HardUpdate) -> tuple[list, list]:
+    """The updater's target tensors and their sources, as two aligned lists."""
+    pairs = []
+    for key, source in updater._sources.items(True, True):
+        key = key if isinstance(key, tuple) else (key,)
+        pairs.append((updater._targets.get(("target_" + key[0], *key[1:])), source))
+    return [t for t, _ in pairs], [s for _, s in pairs]
+
+
 def target_updater(loss_module, *, target_update: str, tau: float, hard_update_interval: int):
     """SoftUpdate (Polyak ``tau`` per step) or HardUpdate (copy every ``hard_update_interval``)."""
     if target_update == "soft":
-        return SoftUpdate(loss_module, tau=tau)
-    return HardUpdate(loss_module, value_network_update_interval=hard_update_interval)
+        return LeanSoftUpdate(loss_module, tau=tau)
+    return LeanHardUpdate(loss_module, value_network_update_interval=hard_update_interval)
 
 
 def off_policy_hooks(buffer: ReplayBufferTrainer, updater) -> list[tuple[str | None, Any]]:

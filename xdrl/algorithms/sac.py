@@ -1,10 +1,9 @@
-"""SAC: TorchRL's SACLoss (twin Q-networks, learned temperature), replay buffer, Polyak targets."""
+"""SAC: TorchRL's SACLoss (twin Q-networks, learned temperature; its tensor-level forward
+LeanSACLoss), replay buffer, Polyak targets."""
 
 from __future__ import annotations
 
 from typing import Literal
-
-from torchrl.objectives import SACLoss
 
 from xdrl.algorithms.common import (
     AlgorithmParts,
@@ -14,6 +13,7 @@ from xdrl.algorithms.common import (
     stochastic_actor,
 )
 from xdrl.algorithms.off_policy import off_policy_parts, target_updater
+from xdrl.algorithms.sac_loss import LeanSACLoss
 from xdrl.config_types import (
     Activation,
     Cells,
@@ -55,7 +55,7 @@ def build(
     act = activation_class(activation)
     actor = stochastic_actor(env, actor_cells, act, device)
     qvalue = action_value(env, critic_cells, act, device)
-    loss = SACLoss(
+    loss = LeanSACLoss(
         actor,
         qvalue,
         num_qvalue_nets=2,

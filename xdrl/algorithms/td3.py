@@ -1,4 +1,5 @@
-"""TD3: TorchRL's TD3Loss (twin Q-networks, target policy smoothing) with delayed actor updates,
+"""TD3: TorchRL's TD3Loss (twin Q-networks, target policy smoothing; its tensor-level version
+LeanTD3Loss) with delayed actor updates,
 Gaussian exploration noise, replay buffer and Polyak targets."""
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictSequential
 from torchrl.modules import AdditiveGaussianModule
-from torchrl.objectives import TD3Loss
 from torchrl.trainers import Trainer
 
 from xdrl.algorithms.common import (
@@ -22,6 +22,7 @@ from xdrl.algorithms.common import (
 )
 from xdrl.algorithms.off_policy import off_policy_parts, target_updater
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
+from xdrl.algorithms.td3_loss import LeanTD3Loss
 from xdrl.config_types import (
     Activation,
     Cells,
@@ -117,7 +118,7 @@ def build(
     act = activation_class(activation)
     actor = deterministic_actor(env, actor_cells, act, device)
     qvalue = action_value(env, critic_cells, act, device)
-    loss = TD3Loss(
+    loss = LeanTD3Loss(
         actor,
         qvalue,
         action_spec=env.full_action_spec_unbatched["action"],

@@ -1,0 +1,102 @@
+"""LeanTD3Loss against TorchRL's TD3Loss: same values and gradients on fixed batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+from torchrl.objectives import TD3Loss
+
+from xdrl.algorithms import td3
+from xdrl.algorithms.td3_loss import LeanTD3Loss
+from xdrl.envs import make_env
+
+BATCH = 64
+
+
+def _batch(seed: int = 0) -> TensorDict:
+    gen = torch.Generator().manual_seed(seed)
+    terminated = torch.rand(BATCH, 1, generator=gen) < 0.25
+    return TensorDict(
+        {
+            "observation": torch.randn(BATCH, 3, generator=gen),
+            "action": 4 * torch.rand(BATCH, 1, generator=gen) - 2,
+            "next": {
+                "observation": torch.randn(BATCH, 3, generator=gen),
+                "reward": torch.randn(BATCH, 1, generator=gen),
+                "terminated": terminated,
+                "done": terminated.clone(),
+            },
+        },
+        batch_size=[BATCH],
+    )
+
+
+def _pair(**kwargs):
+    torch.manual_seed(0)
+    env = make_env("Pendulum-v1", num_envs=1, seed=0)
+    cells = {"actor_cells": (32, 24), "critic_cells": (32, 24)}
+    lean = td3.build(env, frames_per_batch=64, **cells, **kwargs).loss_module
+    assert isinstance(lean, LeanTD3Loss)
+    reference = TD3Loss(
+        lean.actor_network,
+        lean.qvalue_network,
+        action_spec=env.full_action_spec_unbatched["action"],
+        num_qvalue_nets=2,
+        policy_noise=lean.policy_noise,
+        noise_clip=lean.noise_clip,
+        loss_function=lean.loss_function,
+        delay_actor=True,
+        delay_qvalue=True,
+        deactivate_vmap=True,
+    )
+    reference.make_value_estimator(gamma=0.99)
+    reference.load_state_dict(lean.state_dict())
+    with torch.no_grad():  # targets differ from the online networks, as after some training
+        for name in ("target_actor_network_params", "target_qvalue_network_params"):
+            for p in getattr(lean, name).values(True, True):
+                p.add_(0.05 * torch.randn_like(p))
+            getattr(reference, name).update_(getattr(lean, name))
+    env.close()
+    return lean, reference
+
+
+def _run(loss, batch, method):
+    for p in loss.parameters():
+        p.grad = None
+    torch.manual_seed(7)
+    if method == "forward":
+        out = loss(batch)
+        total = out["loss_actor"] + out["loss_qvalue"]
+        values = dict(out.items())
+    else:
+        total, metadata = getattr(loss, method)(batch)
+        values = {"loss": total, **metadata}
+    total.backward()
+    grads = {name: p.grad.clone() for name, p in loss.named_parameters() if p.grad is not None}
+    return values, grads
+
+
+@pytest.mark.parametrize("method", ["value_loss", "actor_loss", "forward"])
+@pytest.mark.parametrize("kwargs", [{}, {"loss_function": "smooth_l1", "policy_noise": 0.5}])
+def test_same_values_and_gradients_as_td3_loss(method, kwargs, monkeypatch) -> None:
+    lean, reference = _pair(**kwargs)
+    calls = []
+    for name in ("actor_loss", "value_loss"):
+        original = getattr(TD3Loss, name)
+        monkeypatch.setattr(
+            TD3Loss, name, lambda self, td, f=original, n=name: calls.append(n) or f(self, td)
+        )
+    lean_batch, reference_batch = _batch(), _batch()
+    ours, our_grads = _run(lean, lean_batch, method)
+    assert calls == []  # the lean path ran
+    theirs, their_grads = _run(reference, reference_batch, method)
+    assert calls
+    assert set(ours) == set(theirs)
+    for key, value in theirs.items():
+        torch.testing.assert_close(ours[key], value, rtol=1e-6, atol=1e-6, msg=key)
+    if method == "forward":
+        torch.testing.assert_close(lean_batch["td_error"], reference_batch["td_error"])
+    assert set(our_grads) == set(their_grads) and our_grads
+    for name, grad in their_grads.items():
+        torch.testing.assert_close(our_grads[name], grad, rtol=1e-6, atol=1e-6, msg=name)

@@ -1,0 +1,83 @@
+"""LeanReplayBuffer: TorchRL's uniform ``TensorDictReplayBuffer`` with a tensor-level sample.
+
+Why it exists: off-policy methods sample one minibatch per optimizer step. On the SAC Pendulum
+workload (UTD 1, batches of 256) ``TensorDictReplayBuffer.sample`` took ~1 ms per step in
+cProfile (1 thread): the locks, the sampler and storage dispatch, slicing the storage TensorDict
+to its filled length, indexing it (a TensorDict per nested level, key by key) and writing the
+``index`` entry back through ``set``. This subclass draws the indices exactly as TorchRL's
+``RandomSampler`` does (``LazyTensorStorage._rand_given_ndim``: the same generator, the same
+draws), gathers every stored tensor with one ``index_select`` and builds the batch TensorDict
+once. It applies to the buffer xdrl builds (``LazyTensorStorage``, ``RandomSampler``, no
+transforms, prefetch, pinning or slice units); any other buffer samples through TorchRL. Tested
+against TorchRL's ``sample`` on the same seed: same keys, values, dtypes and indices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
+
+
+class LeanReplayBuffer(TensorDictReplayBuffer):
+    """``TensorDictReplayBuffer`` whose uniform ``sample()`` gathers tensors directly (same
+    arguments; same batches, with the ``index`` entry).
+
+    Example:
+        >>> buffer = LeanReplayBuffer(storage=LazyTensorStorage(100_000), batch_size=256)
+    """
+
+    def sample(
+        self,
+        batch_size: int | None = None,
+        return_info: bool = False,
+        include_info: bool | None = None,
+    ) -> Any:
+        """A uniform minibatch of ``batch_size`` transitions (the buffer's own by default)."""
+        size = batch_size if batch_size is not None else self._batch_size
+        if return_info or include_info is not None or size is None or not self._lean():
+            return super().sample(batch_size, return_info=return_info, include_info=include_info)
+        storage: LazyTensorStorage = self._storage  # type: ignore[assignment]
+        with self._replay_lock, self._write_lock:
+            index = storage._rand_given_ndim(size)
+            data = _gather(storage._storage, index)
+        if data is None:  # a non-tensor entry: TorchRL indexes it (with the same indices)
+            data = storage.get(index)
+        data.set("index", index)
+        return data
+
+    def _lean(self) -> bool:
+        """Whether the direct gather reproduces TorchRL's sample for this buffer's set-up."""
+        storage = self._storage
+        return (
+            type(storage) is LazyTensorStorage
+            and type(self._sampler) is RandomSampler
+            and storage.initialized
+            and storage.ndim == 1
+            and len(storage) > 0
+            and isinstance(storage._storage, TensorDict)
+            and not (self._transform is not None and len(self._transform))
+            and not self._prefetch_cap
+            and not self._pin_memory
+            and self._sample_unit is None
+            and not self._writer.tracks_generations
+        )
+
+
+def _gather(source: TensorDictBase, index: torch.Tensor) -> TensorDict | None:
+    """Rows ``index`` of every tensor of ``source`` (nested levels kept), as a new TensorDict;
+    None if an entry is neither a tensor nor a plain TensorDict."""
+    out: dict[str, Any] = {}
+    for key, value in source.items():
+        if type(value) is TensorDict:
+            nested = _gather(value, index)
+            if nested is None:
+                return None
+            out[key] = nested
+        elif type(value) in (torch.Tensor, torch.nn.Parameter):
+            out[key] = value.index_select(0, index)
+        else:
+            return None
+    return TensorDict._new_unsafe(out, batch_size=index.shape, device=source.device)

@@ -136,7 +136,7 @@ class VectorCollector(BaseCollector):
         batch."""
         reset = self.env.reset()
         return {
-            "observation": reset["observation"].cpu().numpy().astype(np.float32, copy=True),
+            "observation": reset["observation"].cpu().numpy().copy(),
             "step_count": reset["step_count"].cpu().numpy().reshape(-1).copy(),
             "episode_reward": reset["episode_reward"].cpu().numpy().copy(),
         }
@@ -159,7 +159,7 @@ class VectorCollector(BaseCollector):
         tensordict=tensordict, break_when_all_done=True)`` returns it; exploration follows the
         caller's ``set_exploration_type`` context."""
         state = {
-            "observation": tensordict["observation"].cpu().numpy().astype(np.float32),
+            "observation": tensordict["observation"].cpu().numpy().copy(),
             "step_count": tensordict["step_count"].cpu().numpy().reshape(-1).copy(),
             "episode_reward": tensordict["episode_reward"].cpu().numpy().copy(),
         }
@@ -176,7 +176,7 @@ class VectorCollector(BaseCollector):
         steps = until_all_done or self._steps
         obs_shape = state["observation"].shape[1:]
         reward_dim = state["episode_reward"].shape[-1]
-        obs = np.empty((n, steps, *obs_shape), dtype=np.float32)
+        obs = np.empty((n, steps, *obs_shape), dtype=state["observation"].dtype)
         next_obs = np.empty_like(obs)
         raw_reward = np.empty((n, steps, base.reward_spec.shape[-1]), dtype=np.float32)
         episode_reward = np.empty((n, steps, reward_dim), dtype=np.float32)
@@ -212,7 +212,7 @@ class VectorCollector(BaseCollector):
             state["episode_reward"] = total
             state["step_count"] = state["step_count"] + 1
             done = np.flatnonzero(term[:, 0] | trunc[:, 0])
-            current = ob.astype(np.float32, copy=True)
+            current = ob.astype(obs.dtype, copy=True)
             if until_all_done:
                 frozen = np.flatnonzero(finished >= 0)
                 for array in rows:  # frozen sub-envs repeat the row their episode ended on

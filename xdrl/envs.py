@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from xdrl.config_types import FiniteFloat, PositiveInt
@@ -45,7 +45,23 @@ KNOWN_FAMILIES = {
     "procgen": ("procgen_gym", "procgen-gym"),
     "crafter": ("crafter", "crafter"),
 }
-SUPPORTED_OBSERVATIONS = "flat Box observations (a vector of numbers, e.g. CartPole's Box(4,))"
+ATARI_EXTRA = "pip install 'xdrl[atari]'"
+SUPPORTED_OBSERVATIONS = (
+    "flat Box observations (a vector of numbers, e.g. CartPole's Box(4,)) and Box images "
+    "(3-D, e.g. Atari's Box(0, 255, (210, 160, 3), uint8))"
+)
+
+
+def register_ale(key: str = "env.id") -> None:
+    """Register ale_py's ids with gymnasium; one line with the extra to install when missing."""
+    try:
+        import ale_py
+        import gymnasium
+    except ImportError as err:
+        raise ConfigError(
+            key, f"Atari games need the ale-py package; install it with `{ATARI_EXTRA}`"
+        ) from err
+    gymnasium.register_envs(ale_py)
 
 
 def _registry() -> dict[str, Any]:
@@ -91,6 +107,8 @@ def check_env_id(env_id: str, key: str = "env.id") -> None:
     module, _, bare = env_id.rpartition(":")
     if module:
         import_env_modules([module], key)
+    if bare.startswith("ALE/") and not module:
+        register_ale(key)  # ale-py's ids, or the extra to install
     registry = _registry()
     if bare in registry:
         return
@@ -115,19 +133,21 @@ def check_env(
     import_modules: Sequence[str],
     make_kwargs: Mapping[str, Any] | None,
     reward_weights: Sequence[float] | None = None,
-) -> None:
+) -> tuple[int, ...]:
     """The pre-training checks of an env config: its modules import, ``env.id`` is registered,
     ``env.make_kwargs`` are arguments of its constructor, its observation space is one xdrl
-    trains on, and ``reward_weights`` fit its reward (one ``gymnasium.make``, no torch)."""
+    trains on, and ``reward_weights`` fit its reward (one ``gymnasium.make``, no torch).
+    Returns the observation shape of one env (before any frame stack)."""
     import_env_modules(import_modules)
     check_env_id(env_id)
     kwargs = check_make_kwargs(env_id, make_kwargs or {})
-    reward_dim = check_observation_space(env_id, kwargs)
+    reward_dim, shape = check_observation_space(env_id, kwargs)
     if reward_weights is None:
-        return
+        return shape
     if reward_dim is None:
         raise ConfigError("env.reward_weights", f"{env_id} has a scalar reward; set it to null")
     check_reward_weights(reward_weights, reward_dim, env_id)
+    return shape
 
 
 def check_make_kwargs(env_id: str, make_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,10 +181,12 @@ def check_make_kwargs(env_id: str, make_kwargs: Mapping[str, Any]) -> dict[str, 
     return dict(make_kwargs)
 
 
-def check_observation_space(env_id: str, make_kwargs: Mapping[str, Any]) -> int | None:
+def check_observation_space(
+    env_id: str, make_kwargs: Mapping[str, Any]
+) -> tuple[int | None, tuple[int, ...]]:
     """Fail with one line when ``env_id`` observes something xdrl's networks cannot take
-    (Discrete, Tuple, Dict, pixels); creates the env once, without torch. Returns the number of
-    objectives of a multi-objective env (None: a scalar reward)."""
+    (Discrete, Tuple, Dict, 2-D arrays); creates the env once, without torch. Returns the number
+    of objectives of a multi-objective env (None: a scalar reward) and the observation shape."""
     try:
         key = (env_id, tuple(sorted(make_kwargs.items())))
         hash(key)
@@ -174,7 +196,9 @@ def check_observation_space(env_id: str, make_kwargs: Mapping[str, Any]) -> int 
 
 
 @functools.lru_cache(maxsize=16)
-def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int | None:
+def _check_space(
+    env_id: str, make_kwargs: tuple[tuple[str, Any], ...]
+) -> tuple[int | None, tuple[int, ...]]:
     import gymnasium
 
     kwargs = {k: v for k, v in make_kwargs if k != "render_mode"}  # no window for a check
@@ -197,15 +221,14 @@ def _check_space(env_id: str, make_kwargs: tuple[tuple[str, Any], ...]) -> int |
     reward_dim = None
     if reward_space is not None and is_multi_objective(env_id):
         reward_dim = int(reward_space.shape[-1])
-    if isinstance(space, gymnasium.spaces.Box) and len(space.shape) == 1:
-        return reward_dim
-    kind = ""
-    if isinstance(space, gymnasium.spaces.Box):
-        kind = " (pixels)" if len(space.shape) == 3 else f" ({len(space.shape)}-d)"
+    if isinstance(space, gymnasium.spaces.Box) and (
+        len(space.shape) == 1 or is_image_shape(space.shape)
+    ):
+        return reward_dim, tuple(int(n) for n in space.shape)
     raise ConfigError(
         "env.id",
-        f"{env_id} observes {space}{kind}, which xdrl does not handle yet; it trains on "
-        f"{SUPPORTED_OBSERVATIONS}: pick an env with vector observations",
+        f"{env_id} observes {space}, which xdrl does not handle yet; it trains on "
+        f"{SUPPORTED_OBSERVATIONS}: pick an env with such observations",
     )
 
 
@@ -247,10 +270,11 @@ def _make_base(
     max_episode_steps: int | None,
     render: bool,
     make_kwargs: dict[str, Any],
+    wrap: Callable[[Any], Any] | None = None,
 ):
     """One TorchRL-wrapped gymnasium env (no batching, no transforms)."""
     import gymnasium
-    from torchrl.envs import GymEnv, MOGymEnv
+    from torchrl.envs import GymEnv, GymWrapper, MOGymEnv
 
     kwargs = dict(make_kwargs)
     if max_episode_steps is not None:
@@ -260,6 +284,13 @@ def _make_base(
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # off-screen frames need no display
     cls = MOGymEnv if multi_objective else GymEnv
     try:
+        if wrap is not None:
+            return GymWrapper(
+                wrap(gymnasium.make(env_id, **kwargs)),
+                categorical_action_encoding=True,
+                frame_skip=frame_skip,
+                device=device,
+            )
         return cls(
             env_id, categorical_action_encoding=True, frame_skip=frame_skip, device=device, **kwargs
         )
@@ -276,6 +307,7 @@ def _make_vector(
     max_episode_steps: int | None,
     render: bool,
     make_kwargs: dict[str, Any],
+    wrap: Callable[[Any], Any] | None = None,
 ):
     """``num_envs`` gymnasium envs as one :class:`~xdrl.vector_env.VectorGymEnv`, or None when
     their spaces are not plain arrays (Dict/Tuple observations: the caller falls back to serial)."""
@@ -291,7 +323,7 @@ def _make_vector(
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         return VectorGymEnv(
-            env_id, num_envs, make_kwargs=kwargs, frame_skip=frame_skip, device=device
+            env_id, num_envs, make_kwargs=kwargs, frame_skip=frame_skip, device=device, wrap=wrap
         )
     except UnsupportedSpaceError as err:
         log.info("env.batching=vector does not fit %s (%s); using serial", env_id, err)
@@ -319,14 +351,23 @@ def check_reward_weights(weights: Sequence[float], reward_dim: int, env_id: str)
     return values
 
 
+def is_image_shape(shape: Sequence[int]) -> bool:
+    """Whether an (unbatched) observation shape is an image or a stack of images: 3-D
+    (``[C, H, W]``, ``[H, W, C]``, a grayscale stack) or 4-D (a stack of colour images)."""
+    return len(shape) in (3, 4)
+
+
 def _observation_casts(spec) -> list:
-    """Transforms that turn integer or float64 observations into float32 for the networks."""
+    """Transforms that turn integer or float64 observations into float32 for the networks;
+    uint8 images stay uint8 (the network scales them: 4x less memory in batches and buffers)."""
     import torch
     from torchrl.envs import DTypeCastTransform
 
+    batch_dims = len(spec.shape)
     casts = []
     for key, leaf in spec.items(include_nested=True, leaves_only=True):
-        if leaf.dtype != torch.float32:
+        image = leaf.dtype == torch.uint8 and is_image_shape(leaf.shape[batch_dims:])
+        if leaf.dtype != torch.float32 and not image:
             casts.append(
                 DTypeCastTransform(dtype_in=leaf.dtype, dtype_out=torch.float32, in_keys=[key])
             )
@@ -347,6 +388,8 @@ def make_env(
     seed: int | None = None,
     device: str = "cpu",
     render: bool = False,
+    evaluation: bool = False,
+    frame_stack: PositiveInt = 1,
     pareto: dict[str, Any] | None = None,
 ):
     """Build a batched TorchRL env for a gymnasium or MO-Gymnasium id.
@@ -371,6 +414,9 @@ def make_env(
         seed: seed of the first sub-env (the others follow).
         device: device of the env's tensors.
         render: create the envs with ``render_mode="rgb_array"`` (evaluation videos).
+        evaluation: an evaluation env (set by xdrl; the same env here, Atari's differs).
+        frame_stack: stack the last k image observations (gymnasium's
+            ``FrameStackObservation``; image observations only).
         pareto: the env's Pareto-report settings (``ref_point``), read by :mod:`xdrl.pareto`
             from the saved config; not used to build the env.
 
@@ -379,6 +425,51 @@ def make_env(
         >>> env.rollout(3).batch_size
         torch.Size([4, 3])
     """
+    wrap = None
+    if frame_stack > 1:
+        wrap = functools.partial(_stack_frames, frame_stack=frame_stack)
+    return build_env(
+        id,
+        num_envs=num_envs,
+        batching=batching,
+        max_episode_steps=max_episode_steps,
+        frame_skip=frame_skip,
+        reward_weights=reward_weights,
+        normalize_observations=normalize_observations,
+        make_kwargs=make_kwargs,
+        import_modules=import_modules,
+        seed=seed,
+        device=device,
+        render=render,
+        wrap=wrap,
+    )
+
+
+def _stack_frames(env: Any, *, frame_stack: int) -> Any:
+    """gymnasium's ``FrameStackObservation`` (one picklable wrapping function)."""
+    from gymnasium.wrappers import FrameStackObservation
+
+    return FrameStackObservation(env, frame_stack)
+
+
+def build_env(
+    id: str,  # noqa: A002
+    *,
+    num_envs: int = 1,
+    batching: str = "serial",
+    max_episode_steps: int | None = None,
+    frame_skip: int = 1,
+    reward_weights: Sequence[float] | None = None,
+    normalize_observations: bool = False,
+    make_kwargs: dict[str, Any] | None = None,
+    import_modules: Sequence[str] = (),
+    seed: int | None = None,
+    device: str = "cpu",
+    render: bool = False,
+    wrap: Callable[[Any], Any] | None = None,
+):
+    """:func:`make_env`'s work, with ``wrap`` applied to every gymnasium env after
+    ``gymnasium.make`` (Atari's preprocessing, a frame stack): a picklable callable."""
     from torchrl.envs import (
         Compose,
         InitTracker,
@@ -402,6 +493,7 @@ def make_env(
         return _make_base(
             id,
             multi_objective=multi_objective,
+            wrap=wrap,
             device=device,
             frame_skip=frame_skip,
             max_episode_steps=max_episode_steps,
@@ -419,6 +511,7 @@ def make_env(
             max_episode_steps=max_episode_steps,
             render=render,
             make_kwargs=dict(make_kwargs or {}),
+            wrap=wrap,
         )
     probe = base if base is not None else make_one()  # fails fast on a missing package
     reward_dim = int(probe.reward_spec.shape[-1]) if multi_objective else 1

@@ -21,7 +21,7 @@ that remains is what ``xdrl.collector.VectorCollector`` removes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium
@@ -72,6 +72,7 @@ class VectorGymEnv(EnvBase):
             ``render_mode``, ...).
         frame_skip: repeat each action this many times (rewards summed, stops at episode end).
         device: device of the output tensors.
+        wrap: applied to every env after ``gymnasium.make`` (e.g. Atari's preprocessing).
 
     Example:
         >>> env = VectorGymEnv("CartPole-v1", num_envs=8)
@@ -88,6 +89,7 @@ class VectorGymEnv(EnvBase):
         make_kwargs: dict[str, Any] | None = None,
         frame_skip: int = 1,
         device: str | torch.device = "cpu",
+        wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None,
     ) -> None:
         if env_id not in gymnasium.envs.registry:
             import mo_gymnasium  # noqa: F401  (registers the MO-Gymnasium ids)
@@ -97,6 +99,8 @@ class VectorGymEnv(EnvBase):
             # run; MO-Gymnasium's envs return one by design.
             kwargs.setdefault("disable_env_checker", True)
         envs = [gymnasium.make(env_id, **kwargs) for _ in range(num_envs)]
+        if wrap is not None:
+            envs = [wrap(env) for env in envs]
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
         self.env_id = env_id
         self.frame_skip = int(frame_skip)

@@ -9,13 +9,20 @@ from tensordict.nn import TensorDictSequential
 from torchrl.modules import EGreedyModule
 from torchrl.objectives import DQNLoss
 
-from xdrl.algorithms.common import AlgorithmParts, activation_class, q_value_actor, require_discrete
+from xdrl.algorithms.common import (
+    AlgorithmParts,
+    activation_class,
+    image_torso,
+    q_value_actor,
+    require_discrete,
+)
 from xdrl.algorithms.off_policy import (
     ExplorationAnnealingHook,
     off_policy_parts,
     target_updater,
 )
 from xdrl.config_types import (
+    Encoder,
     Activation,
     Cells,
     Discount,
@@ -36,6 +43,7 @@ def build(
     device: str = "cpu",
     q_cells: Cells = (64, 64),
     activation: Activation = "relu",
+    encoder: Encoder = "auto",
     gamma: Discount = 0.99,
     double_dqn: bool = False,
     loss_function: LossFunction = "l2",
@@ -61,7 +69,8 @@ def build(
             "algorithm.build.eps_end",
             f"need 0 <= eps_end <= eps_init <= 1, got {eps_end} and {eps_init}",
         )
-    actor = q_value_actor(env, q_cells, activation_class(activation), device)
+    torso = image_torso(env, encoder, device)
+    actor = q_value_actor(env, q_cells, activation_class(activation), device, torso)
     greedy = EGreedyModule(
         env.full_action_spec_unbatched["action"],
         eps_init=float(eps_init),

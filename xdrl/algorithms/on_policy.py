@@ -11,7 +11,13 @@ from torchrl.modules import ProbabilisticActor, ValueOperator
 from torchrl.objectives.value import GAE
 from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
 
-from xdrl.algorithms.common import AlgorithmParts, activation_class, state_value, stochastic_actor
+from xdrl.algorithms.common import (
+    AlgorithmParts,
+    activation_class,
+    image_torso,
+    state_value,
+    stochastic_actor,
+)
 from xdrl.errors import ConfigError
 
 
@@ -132,12 +138,19 @@ def on_policy_hooks(
 
 
 def actor_critic(
-    env, actor_cells: Sequence[int], critic_cells: Sequence[int], activation: str, device: str
+    env,
+    actor_cells: Sequence[int],
+    critic_cells: Sequence[int],
+    activation: str,
+    device: str,
+    encoder: str = "auto",
 ) -> tuple[ProbabilisticActor, ValueOperator]:
-    """A stochastic actor and a state-value critic for ``env`` (built in that order: seeds)."""
+    """A stochastic actor and a state-value critic for ``env`` (built in that order: seeds);
+    for images, both heads on one shared Nature CNN (CleanRL's and RL-Zoo's Atari PPO)."""
     act = activation_class(activation)
-    actor = stochastic_actor(env, actor_cells, act, device)
-    return actor, state_value(env, critic_cells, act, device)
+    torso = image_torso(env, encoder, device)
+    actor = stochastic_actor(env, actor_cells, act, device, torso)
+    return actor, state_value(env, critic_cells, act, device, torso)
 
 
 def on_policy_parts(

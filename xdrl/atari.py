@@ -32,7 +32,7 @@ import importlib.util
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from xdrl.config_types import FiniteFloat, Fraction, NonNegativeInt, PositiveInt
+from xdrl.config_types import Fraction, NonNegativeInt, PositiveInt
 from xdrl.envs import ATARI_EXTRA, build_env, register_ale
 from xdrl.errors import ConfigError
 
@@ -180,8 +180,8 @@ def make_atari_env(
     terminal_on_life_loss: bool = True,
     clip_rewards: bool = True,
     fire_reset: bool = True,
-    reward_weights: Sequence[FiniteFloat] | None = None,
-    normalize_observations: bool = False,
+    reward_weights: None = None,
+    normalize_observations: Literal[False] = False,
     make_kwargs: dict[str, Any] | None = None,
     import_modules: Sequence[str] = (),
     seed: int | None = None,
@@ -221,13 +221,6 @@ def make_atari_env(
         (torch.Size([2, 4, 84, 84]), torch.uint8)
     """
     check_atari(id)
-    if reward_weights is not None:
-        raise ConfigError("env.reward_weights", f"{id} has a scalar reward; set it to null")
-    if normalize_observations:
-        raise ConfigError(
-            "env.normalize_observations",
-            "pixels are scaled by 1/255 inside the network; set it to false",
-        )
     kwargs: dict[str, Any] = {
         "frameskip": 1,  # AtariPreprocessing skips frames itself (max-pooled)
         "repeat_action_probability": repeat_action_probability,

@@ -107,12 +107,15 @@ def check_env_id(env_id: str, key: str = "env.id") -> None:
     module, _, bare = env_id.rpartition(":")
     if module:
         import_env_modules([module], key)
-    if bare.startswith("ALE/") and not module:
+    ale = bare.startswith("ALE/")
+    if ale and not module:
         register_ale(key)  # ale-py's ids, or the extra to install
     registry = _registry()
     if bare in registry:
         return
     family = next((f for prefix, f in KNOWN_FAMILIES.items() if bare.startswith(prefix)), None)
+    if ale:
+        family = None  # registered above: a misspelt game
     if family is not None and not module:
         name, pip_name = family
         how = f"set env.id={name}:{bare} or env.import_modules=[{name}]"

@@ -16,6 +16,7 @@ from xdrl.algorithms.common import (
     q_value_actor,
     require_discrete,
 )
+from xdrl.algorithms.frame_replay import stacked_frames
 from xdrl.algorithms.off_policy import (
     ExplorationAnnealingHook,
     off_policy_parts,
@@ -58,7 +59,8 @@ def build(
     tau: OpenFraction = 0.005,
     hard_update_interval: PositiveInt = 10,
 ) -> AlgorithmParts:
-    """Build DQN for ``env`` (discrete actions only).
+    """Build DQN for ``env`` (discrete actions only); image observations get a Nature CNN
+    torso, and frame stacks a replay buffer that stores each frame once.
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
@@ -100,4 +102,5 @@ def build(
         batch_size=batch_size,
         init_random_frames=init_random_frames,
         extra_hooks=[(None, ExplorationAnnealingHook(greedy))],
+        frame_stack=stacked_frames(env) if torso is not None else None,
     )

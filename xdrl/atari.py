@@ -36,6 +36,7 @@ from xdrl.config_types import Fraction, NonNegativeInt, PositiveInt
 from xdrl.envs import ATARI_EXTRA, build_env, register_ale
 from xdrl.errors import ConfigError
 
+
 def is_atari_id(env_id: str) -> bool:
     """Whether ``env_id`` names an Arcade Learning Environment game (``ALE/Pong-v5``,
     ``PongNoFrameskip-v4`` once ale_py registered it, or ``ale_py:...``)."""
@@ -63,72 +64,6 @@ def check_atari(env_id: str) -> None:
         )
 
 
-def _gym() -> Any:
-    import gymnasium
-
-    return gymnasium
-
-
-@functools.cache
-def _wrapper_classes() -> dict[str, type]:
-    """The wrapper classes, defined on first use (this module imports no gymnasium at import
-    time, for ``--help``)."""
-    gymnasium = _gym()
-    import numpy as np
-
-    class _EpisodicLife(gymnasium.Wrapper):
-        """A lost life ends the episode (``terminated``), but ``reset`` only resets the game when
-        it is really over; otherwise it takes one no-op step and play continues (SB3's
-        ``EpisodicLifeEnv``, DQN's training protocol)."""
-
-        def __init__(self, env: Any) -> None:
-            super().__init__(env)
-            self.lives = 0
-            self.game_over = True
-
-        def step(self, action: Any) -> Any:
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            self.game_over = terminated or truncated
-            lives = self.env.unwrapped.ale.lives()
-            if 0 < lives < self.lives:
-                terminated = True
-            self.lives = lives
-            return obs, reward, terminated, truncated, info
-
-        def reset(self, **kwargs: Any) -> Any:
-            if self.game_over:
-                obs, info = self.env.reset(**kwargs)
-            else:
-                obs, _reward, terminated, truncated, info = self.env.step(0)
-                if terminated or truncated:  # the no-op lost the last life
-                    obs, info = self.env.reset(**kwargs)
-            self.game_over = False
-            self.lives = self.env.unwrapped.ale.lives()
-            return obs, info
-
-    class _FireReset(gymnasium.Wrapper):
-        """Press FIRE (then the next action, as SB3's ``FireResetEnv``) after every reset, for
-        games that wait for it to start (Breakout, Pong's serve...)."""
-
-        def reset(self, **kwargs: Any) -> Any:
-            self.env.reset(**kwargs)
-            obs, _reward, terminated, truncated, info = self.env.step(1)
-            if terminated or truncated:
-                self.env.reset(**kwargs)
-            obs, _reward, terminated, truncated, info = self.env.step(2)
-            if terminated or truncated:
-                obs, info = self.env.reset(**kwargs)
-            return obs, info
-
-    class _ClipRewardSign(gymnasium.RewardWrapper):
-        """Rewards to their sign, -1, 0 or +1 (DQN's training reward)."""
-
-        def reward(self, reward: Any) -> float:
-            return float(np.sign(reward))
-
-    return {"life": _EpisodicLife, "fire": _FireReset, "clip": _ClipRewardSign}
-
-
 def wrap_atari(
     env: Any,
     *,
@@ -141,10 +76,10 @@ def wrap_atari(
     fire_reset: bool,
 ) -> Any:
     """The preprocessing stack of the module docstring around one ``frameskip=1`` ALE env."""
-    gymnasium = _gym()
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-    classes = _wrapper_classes()
+    from xdrl.atari_wrappers import ClipRewardSign, EpisodicLife, FireReset
+
     env = AtariPreprocessing(
         env,
         noop_max=noop_max,
@@ -154,15 +89,14 @@ def wrap_atari(
         grayscale_obs=True,
     )
     if terminal_on_life_loss:
-        env = classes["life"](env)
+        env = EpisodicLife(env)
     meanings = env.unwrapped.get_action_meanings()
     if fire_reset and len(meanings) >= 3 and meanings[1] == "FIRE":
-        env = classes["fire"](env)
+        env = FireReset(env)
     if clip_rewards:
-        env = classes["clip"](env)
+        env = ClipRewardSign(env)
     if frame_stack > 1:
         env = FrameStackObservation(env, frame_stack)
-    assert isinstance(env, gymnasium.Env)
     return env
 
 

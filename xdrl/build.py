@@ -169,6 +169,7 @@ def build_collector(cfg: DictConfig, env: Any, parts: AlgorithmParts) -> Any:
             total_frames=cfg.total_frames,
             init_random_frames=parts.init_random_frames,
             device=cfg.device,
+            frame_skip=cfg.env.frame_skip,
         )
     return Collector(
         env,
@@ -332,7 +333,11 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
             trainer.register_op(stage, hook)
     for name, module in parts.modules.items():
         trainer.register_module(name, module)
-    precision = resolve_precision(cfg.precision, cfg.device, has_image_encoder(parts.loss_module))
+    precision = resolve_precision(
+        cfg.precision,
+        cfg.device,
+        has_image_encoder(parts.loss_module) or has_image_encoder(parts.policy),
+    )
     log.info("Precision: %s (precision=%s)", precision, cfg.precision)
     env_state = EnvState(train_env, collector, eval_set.environment if eval_set else None)
     trainer.register_module("env_state", env_state)  # envs mid-episode: an exact resume

@@ -48,12 +48,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from xdrl import config_types
-from xdrl.config_types import Fraction, NonNegativeFloat, PositiveFloat
 from xdrl.atari import check_atari
+from xdrl.config_types import Fraction, NonNegativeFloat, PositiveFloat
 from xdrl.envs import check_env, is_image_shape
+from xdrl.errors import ConfigError
 
 ATARI_FACTORY = "xdrl.atari.make_atari_env"
-from xdrl.errors import ConfigError
 
 _STRICT = ConfigDict(strict=True)
 _NAMESPACE: dict[str, Any] = {  # what a signature's annotations may name (read_signature)

@@ -6,7 +6,15 @@ from torchrl.objectives import A2CLoss
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
-from xdrl.config_types import Activation, Encoder, Cells, Discount, Fraction, NonNegativeFloat, PositiveInt
+from xdrl.config_types import (
+    Activation,
+    Cells,
+    Discount,
+    Encoder,
+    Fraction,
+    NonNegativeFloat,
+    PositiveInt,
+)
 
 
 def build(

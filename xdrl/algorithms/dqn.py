@@ -23,10 +23,10 @@ from xdrl.algorithms.off_policy import (
     target_updater,
 )
 from xdrl.config_types import (
-    Encoder,
     Activation,
     Cells,
     Discount,
+    Encoder,
     Fraction,
     LossFunction,
     NonNegativeInt,

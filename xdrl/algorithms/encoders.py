@@ -98,7 +98,7 @@ class NatureCNN(nn.Module):
             flat = self.convs(torch.zeros(1, channels, height, width)).shape[-1]
         self.linear = nn.Linear(flat, FEATURES)
         for layer in [*self.convs, self.linear]:
-            if isinstance(layer, nn.Conv2d | nn.Linear):
+            if isinstance(layer, nn.Conv2d | nn.Linear) and layer.bias is not None:
                 nn.init.orthogonal_(layer.weight, gain=2**0.5)
                 nn.init.zeros_(layer.bias)
         self.to(device)

@@ -33,7 +33,7 @@ def stacked_frames(env: Any) -> int | None:
     gym_env = getattr(base, "_env", None)
     if not isinstance(gym_env, FrameStackObservation):
         return None
-    if len(gym_env.env.observation_space.shape) != 2:
+    if len(gym_env.env.observation_space.shape or ()) != 2:
         return None
     return int(gym_env.stack_size)
 

@@ -39,7 +39,9 @@ def target_updater(loss_module, *, target_update: str, tau: float, hard_update_i
     return HardUpdate(loss_module, value_network_update_interval=hard_update_interval)
 
 
-def off_policy_hooks(buffer: ReplayBufferTrainer | FrameReplayBuffer, updater) -> list[tuple[str | None, Any]]:
+def off_policy_hooks(
+    buffer: ReplayBufferTrainer | FrameReplayBuffer, updater
+) -> list[tuple[str | None, Any]]:
     """Extend the buffer per batch, sample a minibatch per optimizer step, then update targets."""
     return [
         ("batch_process", buffer.extend),

@@ -11,10 +11,10 @@ from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
 from xdrl.algorithms.ppo_loss import LeanClipPPOLoss
 from xdrl.config_types import (
-    Encoder,
     Activation,
     Cells,
     Discount,
+    Encoder,
     Fraction,
     NonNegativeFloat,
     PositiveFloat,

@@ -308,6 +308,7 @@ def test_a_short_breakout_run_resumes_from_its_checkpoint(preset: str, tmp_path:
         ]
     first = run_cli([*small, "total_frames=1024"], cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "1,024/1,024 frames (100.0%)" in first.stdout and "256 agent steps" in first.stdout
     summary = read_summary(tmp_path / "run")
     assert (summary["total_frames"], summary["agent_steps"]) == (1024, 256)
     second = run_cli([*small, "total_frames=2048"], cwd=tmp_path)

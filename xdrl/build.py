@@ -351,6 +351,7 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
             cfg.total_frames,
             interval_s=cfg.logging.progress_interval_s,
             progress_hook=hook_set.progress_hook,
+            frame_skip=cfg.env.frame_skip,
         ).register(trainer)
     is_wandb = isinstance(logger, WandbLogger)
     WandbFlushHook(enabled=is_wandb).register(trainer)

@@ -10,16 +10,16 @@ after every reset), then for training only :class:`ClipRewardSign`, then gymnasi
 Evaluation envs (``evaluation=True``) play whole games and report the game's own score.
 
 Backend, chosen by measurement (this project's 2-core machine, Breakout, 8 envs, random actions,
-same run, another job beside it): these gymnasium wrappers inside xdrl's
-:class:`~xdrl.vector_env.VectorGymEnv` stepped 871-1,216 agent steps/s; ale-py's C++
-``AtariVectorEnv`` 1,239-1,635 at one thread and 1,611-3,029 at two (``/tmp`` script in the
-README's Atari section). The C++ env is 1.4x faster at one thread, but it cannot render the RGB
-screen for evaluation videos, cannot step a subset of its sub-envs (evaluation rollouts), resets
-on its own schedule and has no per-env state to save for an exact resume; and in a PPO batch on
-two cores the network, not the emulator, takes most of the time (16 Nature-CNN steps of ~56-98 ms
-against ~0.5-1 s to step 1,024 agent steps). So xdrl keeps one code path for every gymnasium
-env, and the observations are byte-identical to gymnasium's ``AtariPreprocessing`` +
-``FrameStackObservation`` (tested).
+same run, another job beside it; ``scripts/atari_backends.py``): these gymnasium wrappers
+inside xdrl's :class:`~xdrl.vector_env.VectorGymEnv` stepped 871-1,216 agent steps/s; ale-py's
+C++ ``AtariVectorEnv`` 1,239-1,635 at one thread and 1,611-3,029 at two. The C++ env is 1.4x
+faster at one thread, but it cannot render the RGB screen for evaluation videos, cannot step a
+subset of its sub-envs (evaluation rollouts), resets on its own schedule and has no per-env
+state to save for an exact resume; and in a PPO batch the network, not the emulator, takes most
+of the time (16 Nature-CNN steps of ~56-98 ms on a quiet machine against ~0.5-1 s to step 1,024
+agent steps). So xdrl keeps one code path for every gymnasium env, the observations are
+byte-identical to gymnasium's ``AtariPreprocessing`` + ``FrameStackObservation`` (tested), and
+a game is saved mid-episode for an exact resume (``xdrl.env_state``: ``ale.cloneState``).
 
 Frames: ``frame_skip`` is also what the Trainer multiplies agent steps by, so ``total_frames``,
 frames/s and every ``interval_frames`` count emulator frames, as the Atari literature does.

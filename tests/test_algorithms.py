@@ -101,6 +101,10 @@ def test_action_space_classification_matches_the_envs(tmp_path: Path) -> None:
     """CONTINUOUS_ENVS lists exactly the catalog envs with Box actions (new env files included)."""
     import mo_gymnasium  # noqa: F401  (registers the mo ids)
 
+    from xdrl.envs import register_ale
+
+    if importlib.util.find_spec("ale_py") is not None:
+        register_ale()  # the ALE ids of env=atari
     for env_file in ENVS:
         if missing_extra(env_file):
             continue

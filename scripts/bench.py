@@ -7,7 +7,9 @@ subprocesses (``summary.json``, CSV ``timers/*``) and, for the hook-overhead and
 modes, in this process. For every seed the two frameworks run one after the other, so machine
 load hits both alike (the order rotates with the seed); the ratios are the figures to read.
 
-Modes: ``ppo-throughput`` (RL-Zoo's CartPole PPO workload: SB3, xdrl, the bare TorchRL tutorial
+Modes: ``atari`` (RL-Zoo's Atari PPO on Breakout: xdrl's ``atari_ppo`` at precision auto and
+fp32 against SB3's ``CnnPolicy``, 2 threads each; installs ale-py and OpenCV into .bench-venv),
+``ppo-throughput`` (RL-Zoo's CartPole PPO workload: SB3, xdrl, the bare TorchRL tutorial
 loop and the lean plain-PyTorch floor of ``scripts/bench_loops.py``), ``scale`` (the same PPO
 at 8, 32 and 128 envs, 32 steps each, whole-batch steps: SB3, xdrl, the floor; ~5 min with one
 seed), ``time-to-475`` (the whole ``xdrl-train experiment=cartpole_ppo`` command against SB3
@@ -55,11 +57,24 @@ MODES = [
     "td3",
     "dqn",
     "startup",
+    "atari",
 ]
 EVAL_KEY = "eval/deterministic/reward/episode_reward_mean"
 
 
 # Environment set-up
+ATARI_PACKAGES = ["ale-py", "opencv-python-headless"]  # SB3's AtariWrapper needs cv2
+
+
+def ensure_atari_in_bench_venv() -> None:
+    """ale-py and OpenCV in .bench-venv (the atari mode only)."""
+    if _run([str(BENCH_PY), "-c", "import ale_py, cv2"]).returncode == 0:
+        return
+    constraints = str(ROOT / "constraints-cpu.txt")
+    pip = [str(BENCH_PY), "-m", "pip", "install", "--quiet", "-c", constraints]
+    subprocess.run([*pip, *ATARI_PACKAGES], check=True)
+
+
 def ensure_bench_venv() -> None:
     """Create .bench-venv with stable-baselines3 (CPU torch from constraints-cpu.txt)."""
     probe = [str(BENCH_PY), "-c", "import stable_baselines3"]
@@ -654,6 +669,55 @@ def dqn_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
     return off_policy_throughput("dqn", seeds, quick)
 
 
+def atari_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
+    """xdrl's ``atari_ppo`` (precision auto, and fp32) against SB3's PPO with RL-Zoo's Atari
+    settings on Breakout, 2 torch threads each, the same number of agent steps; frames/s count
+    emulator frames (4 per agent step), training time only."""
+    ensure_atari_in_bench_venv()
+    steps = 2_048 if quick else 8_192  # agent steps: 2 or 8 batches of 8 envs x 128
+    common = [
+        "experiment=atari_ppo",
+        "env.id=ALE/Breakout-v5",
+        f"total_frames={4 * steps}",
+        "num_threads=2",
+        "eval=none",
+        "logging=none",
+    ]
+    rows = []
+    for seed in seeds:
+        runs: dict[str, Any] = {}
+        order = ["sb3", "xdrl", "xdrl_fp32"]
+        for name in order[seed % 3 :] + order[: seed % 3]:
+            if name == "sb3":
+                args = ["--frames", str(steps), "--threads", "2"]
+                runs[name] = sb3("atari", seed, *args)["frames_per_second"]
+            else:
+                extra = ["precision=fp32"] if name == "xdrl_fp32" else []
+                runs[name] = xdrl([*common, *extra], seed)["frames_per_second"]
+        rows.append(
+            {
+                "seed": seed,
+                "sb3_fps": runs["sb3"],
+                "xdrl_fps": runs["xdrl"],
+                "xdrl_fp32_fps": runs["xdrl_fp32"],
+                "ratio": runs["xdrl"] / runs["sb3"],
+                "fp32_ratio": runs["xdrl_fp32"] / runs["sb3"],
+                "torch_loop_fps": None,
+                "torch_loop_ratio": None,
+                "load_average": os.getloadavg()[0],
+            }
+        )
+        print(f"  atari seed {seed}: {rows[-1]}", flush=True)
+    return {
+        "agent_steps": steps,
+        "runs": rows,
+        **_medians(rows, "xdrl_fp32_fps", "fp32_ratio"),
+        "target": ">= 1.5 (frames/s, 2 threads each)",
+        "workload": "Breakout, RL-Zoo atari PPO: 8 envs x 128 steps, 4 epochs x 4 minibatches, "
+        f"Nature CNN, {steps} agent steps ({4 * steps} frames)",
+    }
+
+
 def startup(seeds: list[int], quick: bool) -> dict[str, Any]:
     reps = 3 if quick else 5
     out: dict[str, Any] = {}
@@ -684,6 +748,7 @@ RUNNERS = {
     "td3": td3_throughput,
     "dqn": dqn_throughput,
     "startup": startup,
+    "atari": atari_throughput,
 }
 
 
@@ -863,6 +928,17 @@ def markdown(results: dict[str, Any], command: str) -> str:
             _fmt(p.get("xdrl_vs_torch_loop")),
             f">= {goal['xdrl_vs_torch_loop']}",
             _at_least(p.get("xdrl_vs_torch_loop"), goal["xdrl_vs_torch_loop"]),
+        )
+    if "atari" in r:
+        a = r["atari"]
+        row(
+            f"Atari PPO frames/s (Breakout, RL-Zoo atari settings, {a['agent_steps']} agent "
+            "steps, 2 threads each; xdrl precision auto, fp32 in brackets)",
+            _fmt(a["sb3_fps"], 0),
+            f"{_fmt(a['xdrl_fps'], 0)} ({_fmt(a['xdrl_fp32_fps'], 0)})",
+            f"{_fmt(a['ratio'])} ({_fmt(a['fp32_ratio'])})",
+            ">= 1.5",
+            _at_least(a["ratio"], 1.5),
         )
     if "time-to-475" in r:
         t = r["time-to-475"]

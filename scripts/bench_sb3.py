@@ -4,7 +4,8 @@ Prints one JSON line: frames/s (evaluation excluded), time to the first determin
 >= 475 (also as wall time from ``--launched-at``, the parent's clock at process start, imports
 included), evaluation time, peak RSS. Workloads are RL-Zoo's: PPO CartPole-v1 (8 envs x 32 steps,
 batch 256, 20 epochs, GAE 0.98/0.8, lr and clip linear from 1e-3 / 0.2), SAC and TD3 Pendulum-v1
-(SB3's defaults, UTD 1) and DQN CartPole-v1 (RL-Zoo's settings).
+(SB3's defaults, UTD 1), DQN CartPole-v1 (RL-Zoo's settings) and PPO on Atari (``atari``:
+RL-Zoo's ``atari`` hyperparameters; needs ale-py and OpenCV).
 """
 
 from __future__ import annotations
@@ -83,6 +84,31 @@ def ppo(seed: int, n_envs: int = 8) -> PPO:
         ent_coef=0.0,
         learning_rate=linear(1e-3),
         clip_range=linear(0.2),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+
+
+def atari_ppo(seed: int, env_id: str) -> PPO:
+    """RL-Zoo's ``atari`` PPO: AtariWrapper, 4-frame stack, 8 envs x 128 steps, 4 epochs of 256,
+    lr 2.5e-4 and clip 0.1 linear, entropy 0.01, value 0.5 (CnnPolicy: Nature CNN)."""
+    import ale_py
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    env = VecFrameStack(make_atari_env(env_id, n_envs=8, seed=seed), n_stack=4)
+    return PPO(
+        "CnnPolicy",
+        env,
+        n_steps=128,
+        n_epochs=4,
+        batch_size=256,
+        learning_rate=linear(2.5e-4),
+        clip_range=linear(0.1),
+        vf_coef=0.5,
+        ent_coef=0.01,
         seed=seed,
         device="cpu",
         verbose=0,
@@ -171,8 +197,9 @@ def eval_time(seed: int, train_frames: int, episodes: int, weights_out: str | No
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "mode", choices=["ppo-throughput", "time-to-475", "eval", "sac", "td3", "dqn"]
+        "mode", choices=["ppo-throughput", "time-to-475", "eval", "sac", "td3", "dqn", "atari"]
     )
+    parser.add_argument("--env-id", default="ALE/Breakout-v5", help="atari: the game")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--frames", type=int, default=50_000)
     parser.add_argument("--threads", type=int, default=1)
@@ -213,6 +240,17 @@ def main() -> None:
             evals=timer.evals,
             time_to_475_s=timer.hit["train_time_s"] if timer.hit else None,
             frames_to_475=timer.hit["frames"] if timer.hit else None,
+        )
+    elif args.mode == "atari":  # agent steps; frames = 4 x agent steps (AtariWrapper's skip)
+        model = atari_ppo(args.seed, args.env_id)
+        t0 = time.perf_counter()
+        model.learn(args.frames)
+        elapsed = time.perf_counter() - t0
+        result.update(
+            agent_steps=model.num_timesteps,
+            train_time_s=elapsed,
+            agent_steps_per_second=model.num_timesteps / elapsed,
+            frames_per_second=4 * model.num_timesteps / elapsed,
         )
     elif args.mode == "eval":
         result.update(eval_time(args.seed, args.frames, args.episodes, args.weights_out))

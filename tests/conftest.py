@@ -38,7 +38,7 @@ WANDB_OFFLINE = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 ENV = {**os.environ, **WANDB_OFFLINE}
 
 # Optional env packages: the xdrl extra named in an env file, and the module it installs.
-OPTIONAL_ENV_PACKAGES = {"box2d": "Box2D", "mujoco": "mujoco"}
+OPTIONAL_ENV_PACKAGES = {"box2d": "Box2D", "mujoco": "mujoco", "atari": "ale_py"}
 
 # A few hundred frames: enough for two iterations, an evaluation and every metric.
 SMALL = [

@@ -132,7 +132,8 @@ def test_every_preset_trains_on_a_tiny_budget(preset: str, tmp_path: Path) -> No
     xdrl.run.run(cfg)
     summary = read_summary(tmp_path / "run")
     env_id = yaml.safe_load((CONF / "env" / f"{env_file}.yaml").read_text())["id"]
-    assert (summary["status"], summary["total_frames"]) == ("completed", 256)
+    frames = 256 * cfg.env.frame_skip  # one batch of 256 agent steps (4 frames each on Atari)
+    assert (summary["status"], summary["total_frames"]) == ("completed", frames)
     assert (summary["env"], summary["algorithm"]) == (env_id, algorithm)
     assert summary["eval"]  # the preset's policy was evaluated
 

@@ -121,8 +121,7 @@ BAD_VALUES = [
     ("algorithm=td3 algorithm.build.init_random_frames=4097 total_frames=4096", "total_frames"),
     # envs a user names (issue 18 E): third-party families, modules, observation spaces
     ("env.id=MiniGrid-Empty-5x5-v0", "env.id"),
-    ("env.id=ALE/Pong-v5", "env.id"),
-    ("env.id=ale_py:ALE/Pong-v5", "env.id"),
+    ("env.id=ALE/Pong-v5 algorithm=sac", "algorithm"),  # images, no image encoder
     ("env.id=no_such_module:Foo-v0", "env.id"),
     ("env.import_modules=[no_such_module]", "env.import_modules"),
     ("env.import_modules=minigrid", "env.import_modules"),  # a list, not a string
@@ -130,7 +129,22 @@ BAD_VALUES = [
     ("env.observation_encoding=one_hot", "env.observation_encoding"),  # CartPole: float Box
     ("env.observation_encoding=onehot", "env.observation_encoding"),
     ("env.id=Blackjack-v1", "env.id"),  # Tuple observations
-    ("env.id=CarRacing-v3", "env.id"),  # pixels
+    ("env.id=CarRacing-v3 algorithm.build.encoder=mlp", "algorithm.build.encoder"),
+    # images and pixels (issue 21): encoders, frame stacks, Atari's own keys, precision
+    ("algorithm.build.encoder=cnn", "algorithm.build.encoder"),  # CartPole's vectors
+    ("algorithm=dqn algorithm.build.encoder=cnn", "algorithm.build.encoder"),
+    ("algorithm.build.encoder=resnet", "algorithm.build.encoder"),
+    ("env=atari algorithm.build.encoder=mlp", "algorithm.build.encoder"),
+    ("env.frame_stack=4", "env.frame_stack"),  # a frame stack on vector observations
+    ("env.frame_stack=0", "env.frame_stack"),
+    ("env=atari env.id=CartPole-v1", "env.id"),
+    ("env=atari env.id=ALE/Pongg-v5", "env.id"),
+    ("env=atari env.frame_skip=0", "env.frame_skip"),
+    ("env=atari env.repeat_action_probability=1.5", "env.repeat_action_probability"),
+    ("env=atari env.normalize_observations=true", "env.normalize_observations"),
+    ("env=atari env.reward_weights=[1.0]", "env.reward_weights"),
+    ("precision=fp16", "precision"),
+    ("algorithm.build.clip_schedule=cosine", "algorithm.build.clip_schedule"),
     ("env.id=tests.user_envs:XdrlDictCorridor-v0", "env.id"),  # Dict, as MiniGrid's
     ("+env.make_kwargs.length=-3 env.id=tests.user_envs:XdrlCorridor-v0", "env.make_kwargs"),
 ]

@@ -17,6 +17,7 @@ from torchrl.envs.utils import ExplorationType
 from torchrl.trainers import LRSchedulerHook, Trainer
 
 from xdrl.algorithms.common import AlgorithmParts
+from xdrl.algorithms.encoders import has_image_encoder
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.checkpointing import (
     BEST_METRIC,
@@ -33,6 +34,7 @@ from xdrl.envs import reward_weights_of
 from xdrl.errors import ConfigError, first_line
 from xdrl.evaluation_history import EvaluationHistory
 from xdrl.loggers import WandbLogger, log_config, stable_run_id
+from xdrl.precision import Precision, resolve_precision
 from xdrl.trainer import XdrlTrainer
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
@@ -57,6 +59,7 @@ class Run:
     envs: list[Any] = field(default_factory=list)
     resumed_from: str | None = None
     resume_approximate: str | None = None  # why a resume is not exact (None: exact)
+    precision: Precision = "fp32"  # the networks' arithmetic: fp32, or bf16 autocast
 
     def close(self) -> None:
         """Close the environments (collector, evaluation); safe to call twice."""
@@ -78,15 +81,16 @@ def _check_sizes(cfg: DictConfig) -> None:
     """Every value typed and ranged (:func:`xdrl.config_check.check_config`), then
     ``total_frames`` rounded up to whole batches."""
     check_config(cfg)
-    batches = -(-cfg.total_frames // cfg.frames_per_batch)
-    if batches * cfg.frames_per_batch != cfg.total_frames:
+    batch_frames = cfg.frames_per_batch * cfg.env.frame_skip  # as the Trainer counts frames
+    batches = -(-cfg.total_frames // batch_frames)
+    if batches * batch_frames != cfg.total_frames:
         log.info(
             "total_frames %d rounded up to %d (a whole number of %d-frame batches)",
             cfg.total_frames,
-            batches * cfg.frames_per_batch,
-            cfg.frames_per_batch,
+            batches * batch_frames,
+            batch_frames,
         )
-        cfg.total_frames = batches * cfg.frames_per_batch
+        cfg.total_frames = batches * batch_frames
 
 
 def _instantiate(node: DictConfig, key: str, **kwargs: Any) -> Any:
@@ -176,6 +180,7 @@ def build_collector(cfg: DictConfig, env: Any, parts: AlgorithmParts) -> Any:
             total_frames=cfg.total_frames,
             init_random_frames=parts.init_random_frames,
             device=cfg.device,
+            frame_skip=cfg.env.frame_skip,
         )
     return Collector(
         env,
@@ -198,7 +203,11 @@ def build_evaluation(
         return None
     eval_env = fast_rollouts(
         env_factory(
-            num_envs=ev.episodes, seed=cfg.seed + 10_000, device=cfg.device, render=ev.render
+            num_envs=ev.episodes,
+            seed=cfg.seed + 10_000,
+            device=cfg.device,
+            render=ev.render,
+            evaluation=True,
         )
     )
     envs.append(eval_env)
@@ -222,7 +231,7 @@ def _lr_schedule(cfg: DictConfig, optimizer: torch.optim.Optimizer) -> LRSchedul
     schedule = cfg.algorithm.lr_schedule
     if schedule == "constant":
         return None
-    batches = cfg.total_frames // cfg.frames_per_batch  # whole batches (see _check_sizes)
+    batches = cfg.total_frames // (cfg.frames_per_batch * cfg.env.frame_skip)  # see _check_sizes
     scheduler = torch.optim.lr_scheduler.LinearLR(
         optimizer, start_factor=1.0, end_factor=0.0, total_iters=batches
     )
@@ -336,6 +345,12 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
             trainer.register_op(stage, hook)
     for name, module in parts.modules.items():
         trainer.register_module(name, module)
+    precision = resolve_precision(
+        cfg.precision,
+        cfg.device,
+        has_image_encoder(parts.loss_module) or has_image_encoder(parts.policy),
+    )
+    log.info("Precision: %s (precision=%s)", precision, cfg.precision)
     env_state = EnvState(train_env, collector, eval_set.environment if eval_set else None)
     trainer.register_module("env_state", env_state)  # envs mid-episode: an exact resume
     schedule = _lr_schedule(cfg, optimizer)
@@ -348,6 +363,7 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
             cfg.total_frames,
             interval_s=cfg.logging.progress_interval_s,
             progress_hook=hook_set.progress_hook,
+            frame_skip=cfg.env.frame_skip,
         ).register(trainer)
     is_wandb = isinstance(logger, WandbLogger)
     WandbFlushHook(enabled=is_wandb).register(trainer)
@@ -368,6 +384,7 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
         envs=envs,
         resumed_from=str(resumed) if resumed else None,
         resume_approximate=env_state.approximate if resumed else None,
+        precision=precision,
     )
 
 

@@ -93,6 +93,8 @@ class VectorCollector(BaseCollector):
         frames_per_batch: frames per yielded batch, a multiple of the env's batch size.
         total_frames: stop after this many frames.
         device: device of the policy's inputs and of the yielded batches.
+        frame_skip: frames per agent step: ``init_random_frames`` counts frames, as the
+            Trainer does (``frames_per_batch`` and ``total_frames`` count agent steps).
 
     Example:
         >>> collector = VectorCollector(env, actor, frames_per_batch=256, total_frames=10_240)
@@ -109,6 +111,7 @@ class VectorCollector(BaseCollector):
         total_frames: int,
         init_random_frames: int = 0,
         device: str | torch.device | None = None,
+        frame_skip: int = 1,
     ) -> None:
         super().__init__()
         if not fits(env, policy, init_random_frames):
@@ -120,7 +123,8 @@ class VectorCollector(BaseCollector):
         self.policy = policy
         self.frames_per_batch = self.requested_frames_per_batch = frames_per_batch
         self.total_frames = total_frames
-        self.init_random_frames = init_random_frames
+        self.init_random_frames = init_random_frames  # in frames, as the Trainer counts them
+        self.frame_skip = int(frame_skip)
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self._base: VectorGymEnv = env.base_env
         self._steps = frames_per_batch // num_envs
@@ -136,7 +140,7 @@ class VectorCollector(BaseCollector):
         batch."""
         reset = self.env.reset()
         return {
-            "observation": reset["observation"].cpu().numpy().astype(np.float32, copy=True),
+            "observation": reset["observation"].cpu().numpy().copy(),
             "step_count": reset["step_count"].cpu().numpy().reshape(-1).copy(),
             "episode_reward": reset["episode_reward"].cpu().numpy().copy(),
         }
@@ -159,7 +163,7 @@ class VectorCollector(BaseCollector):
         tensordict=tensordict, break_when_all_done=True)`` returns it; exploration follows the
         caller's ``set_exploration_type`` context."""
         state = {
-            "observation": tensordict["observation"].cpu().numpy().astype(np.float32),
+            "observation": tensordict["observation"].cpu().numpy().copy(),
             "step_count": tensordict["step_count"].cpu().numpy().reshape(-1).copy(),
             "episode_reward": tensordict["episode_reward"].cpu().numpy().copy(),
         }
@@ -176,7 +180,7 @@ class VectorCollector(BaseCollector):
         steps = until_all_done or self._steps
         obs_shape = state["observation"].shape[1:]
         reward_dim = state["episode_reward"].shape[-1]
-        obs = np.empty((n, steps, *obs_shape), dtype=np.float32)
+        obs = np.empty((n, steps, *obs_shape), dtype=state["observation"].dtype)
         next_obs = np.empty_like(obs)
         raw_reward = np.empty((n, steps, base.reward_spec.shape[-1]), dtype=np.float32)
         episode_reward = np.empty((n, steps, reward_dim), dtype=np.float32)
@@ -212,7 +216,7 @@ class VectorCollector(BaseCollector):
             state["episode_reward"] = total
             state["step_count"] = state["step_count"] + 1
             done = np.flatnonzero(term[:, 0] | trunc[:, 0])
-            current = ob.astype(np.float32, copy=True)
+            current = ob.astype(obs.dtype, copy=True)
             if until_all_done:
                 frozen = np.flatnonzero(finished >= 0)
                 for array in rows:  # frozen sub-envs repeat the row their episode ended on
@@ -237,7 +241,7 @@ class VectorCollector(BaseCollector):
     def _act(self, observation: torch.Tensor, state: dict[str, np.ndarray]) -> dict[str, Any]:
         """The policy's outputs for one step (``action`` and whatever else it writes); random
         actions from the action spec while fewer than ``init_random_frames`` were collected."""
-        random = self._frames < self.init_random_frames
+        random = self._frames * self.frame_skip < self.init_random_frames
         if isinstance(self.policy, TensorSampler) and not random:
             if exploration_type() in (ExplorationType.RANDOM, None):
                 action, log_prob, logits = self.policy.sample(observation)

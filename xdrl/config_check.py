@@ -48,9 +48,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from xdrl import config_types
+from xdrl.atari import check_atari
 from xdrl.config_types import Fraction, NonNegativeFloat, PositiveFloat
-from xdrl.envs import check_env
+from xdrl.envs import check_env, is_image_shape
 from xdrl.errors import ConfigError
+
+ATARI_FACTORY = "xdrl.atari.make_atari_env"
 
 _STRICT = ConfigDict(strict=True)
 _NAMESPACE: dict[str, Any] = {  # what a signature's annotations may name (read_signature)
@@ -94,7 +97,7 @@ OPTIMIZER_KEYS: dict[str, tuple[Any, Any]] = {
 }
 # Arguments the builders receive from xdrl, not from YAML.
 SUPPLIED = {
-    "env": {"seed": "seed", "device": "device", "render": "eval.render"},
+    "env": {"seed": "seed", "device": "device", "render": "eval.render", "evaluation": "xdrl"},
     "algorithm.build": {
         "env": "env",
         "frames_per_batch": "frames_per_batch",
@@ -123,7 +126,9 @@ def check_config(cfg: DictConfig) -> None:
         _check_group(cfg, group, _settings_schema(cfg, group), closed=True)
     _check_group(cfg, "algorithm.optimizer", OPTIMIZER_KEYS, closed=False)
     _check_target(cfg, "env")
-    check_env(
+    if str(cfg.env._target_) == ATARI_FACTORY:
+        check_atari(str(cfg.env.id))
+    shape = check_env(
         str(cfg.env.id),
         _value(cfg, "env.import_modules") or [],
         _value(cfg, "env.make_kwargs"),
@@ -131,6 +136,7 @@ def check_config(cfg: DictConfig) -> None:
         _value(cfg, "env.observation_encoding") or "none",
     )
     _check_target(cfg, "algorithm.build")
+    _check_observations(cfg, shape)
     _check_target(cfg, "pareto")  # hydra_plugins.xdrl_pareto.settings.pareto_settings
     _check_sizes(cfg)
     _check_budget(cfg)
@@ -445,6 +451,36 @@ def _check_target(cfg: DictConfig, group: str) -> None:
 
 
 # Cross-key checks
+
+
+def _check_observations(cfg: DictConfig, shape: tuple[int, ...]) -> None:
+    """The encoder fits the observations (a CNN for images, an MLP for vectors) and a frame
+    stack is only asked of image envs."""
+    image = is_image_shape(shape)
+    stack = _value(cfg, "env.frame_stack") if "frame_stack" in cfg.env else None
+    if stack is not None and stack > 1 and not image:
+        raise ConfigError(
+            "env.frame_stack",
+            f"{cfg.env.id} observes vectors {list(shape)}, not images; stacking frames is for "
+            "image observations: set env.frame_stack=1",
+        )
+    read = read_signature(str(cfg.algorithm.build._target_))
+    takes_encoder = read is not None and "encoder" in read[0]
+    encoder = _value(cfg, "algorithm.build.encoder") if "encoder" in cfg.algorithm.build else None
+    if image and not takes_encoder:
+        name = str(cfg.algorithm.build._target_).rsplit(".", 2)[-2]
+        raise ConfigError(
+            "algorithm",
+            f"{name} has no image encoder and {cfg.env.id} observes images {list(shape)}; "
+            "use algorithm=ppo, a2c or dqn",
+        )
+    kind = "images" if image else "vectors"
+    if (encoder == "cnn" and not image) or (encoder == "mlp" and image):
+        raise ConfigError(
+            "algorithm.build.encoder",
+            f"{encoder} does not fit {cfg.env.id}, which observes {kind} {list(shape)}; set "
+            f"algorithm.build.encoder=auto (or {'cnn' if image else 'mlp'})",
+        )
 
 
 def _check_sizes(cfg: DictConfig) -> None:

@@ -23,11 +23,12 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Cells = Sequence[PositiveInt]  # hidden layer sizes of an MLP
 Activation = Literal["tanh", "relu", "elu"]
 LossFunction = Literal["l2", "l1", "smooth_l1"]
+Encoder = Literal["auto", "mlp", "cnn"]  # observation encoder: auto picks a CNN for images
 Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 
 # The names above, for reading an annotation from source (xdrl.config_check.read_signature).
 RANGE_TYPES = (
     "PositiveInt NonNegativeInt PositiveFloat NonNegativeFloat Fraction OpenFraction Discount "
-    "FiniteFloat Cells Activation LossFunction Seed NonEmptyStr"
+    "FiniteFloat Cells Activation LossFunction Encoder Seed NonEmptyStr"
 ).split()

@@ -48,13 +48,33 @@ def _rebuild(cls: type, state: dict[str, Any]) -> Any:
     return obj
 
 
+def _rebuild_atari(cls: type, args: tuple, kwargs: dict, state: dict[str, Any], ale: Any) -> Any:
+    """An ale-py ``AtariEnv`` built with its constructor arguments (a fresh emulator with the
+    same game and settings), its attributes restored, then its emulator state (RAM, frame, RNG)."""
+    env = cls(*args, **kwargs)
+    env.__dict__.update(state)
+    env.ale.restoreState(ale)
+    return env
+
+
+def _is_atari(obj: Any) -> bool:
+    cls = type(obj)
+    return cls.__name__ == "AtariEnv" and cls.__module__.startswith("ale_py")
+
+
 class _AttributePickler(pickle.Pickler):
     """Pickles ``EzPickle`` objects by their attributes: ``EzPickle`` saves only the constructor
-    arguments, so unpickling would build a fresh env and lose the episode in progress."""
+    arguments, so unpickling would build a fresh env and lose the episode in progress. An ale-py
+    ``AtariEnv`` holds its emulator in an ``ALEInterface`` that does not pickle: it is saved as
+    its constructor arguments, its other attributes and ``ale.cloneState(include_rng=True)``."""
 
     def reducer_override(self, obj: Any) -> Any:
         from gymnasium.utils import EzPickle
 
+        if _is_atari(obj):
+            state = {k: v for k, v in vars(obj).items() if k != "ale"}
+            args = (obj._ezpickle_args, obj._ezpickle_kwargs)
+            return _rebuild_atari, (type(obj), *args, state, obj.ale.cloneState(include_rng=True))
         if isinstance(obj, EzPickle) and not isinstance(obj, type):
             return _rebuild, (type(obj), vars(obj))
         return NotImplemented

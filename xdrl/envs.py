@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from xdrl.config_types import FiniteFloat, PositiveInt
@@ -45,7 +45,23 @@ KNOWN_FAMILIES = {
     "procgen": ("procgen_gym", "procgen-gym"),
     "crafter": ("crafter", "crafter"),
 }
-SUPPORTED_OBSERVATIONS = "flat Box observations (a vector of numbers, e.g. CartPole's Box(4,))"
+ATARI_EXTRA = "pip install 'xdrl[atari]'"
+SUPPORTED_OBSERVATIONS = (
+    "flat Box observations (a vector of numbers, e.g. CartPole's Box(4,)) and Box images "
+    "(3-D, e.g. Atari's Box(0, 255, (210, 160, 3), uint8))"
+)
+
+
+def register_ale(key: str = "env.id") -> None:
+    """Register ale_py's ids with gymnasium; one line with the extra to install when missing."""
+    try:
+        import ale_py
+        import gymnasium
+    except ImportError as err:
+        raise ConfigError(
+            key, f"Atari games need the ale-py package; install it with `{ATARI_EXTRA}`"
+        ) from err
+    gymnasium.register_envs(ale_py)
 
 
 def _registry() -> dict[str, Any]:
@@ -91,10 +107,15 @@ def check_env_id(env_id: str, key: str = "env.id") -> None:
     module, _, bare = env_id.rpartition(":")
     if module:
         import_env_modules([module], key)
+    ale = bare.startswith("ALE/")
+    if ale and not module:
+        register_ale(key)  # ale-py's ids, or the extra to install
     registry = _registry()
     if bare in registry:
         return
     family = next((f for prefix, f in KNOWN_FAMILIES.items() if bare.startswith(prefix)), None)
+    if ale:
+        family = None  # registered above: a misspelt game
     if family is not None and not module:
         name, pip_name = family
         how = f"set env.id={name}:{bare} or env.import_modules=[{name}]"
@@ -116,20 +137,22 @@ def check_env(
     make_kwargs: Mapping[str, Any] | None,
     reward_weights: Sequence[float] | None = None,
     observation_encoding: str = "none",
-) -> None:
+) -> tuple[int, ...]:
     """The pre-training checks of an env config: its modules import, ``env.id`` is registered,
     ``env.make_kwargs`` are arguments of its constructor, its observation space (after
     ``observation_encoding``) is one xdrl trains on, and ``reward_weights`` fit its reward (one
-    ``gymnasium.make``, no torch)."""
+    ``gymnasium.make``, no torch). Returns the observation shape of one env (before any frame
+    stack)."""
     import_env_modules(import_modules)
     check_env_id(env_id)
     kwargs = check_make_kwargs(env_id, make_kwargs or {})
-    reward_dim = check_observation_space(env_id, kwargs, observation_encoding)
+    reward_dim, shape = check_observation_space(env_id, kwargs, observation_encoding)
     if reward_weights is None:
-        return
+        return shape
     if reward_dim is None:
         raise ConfigError("env.reward_weights", f"{env_id} has a scalar reward; set it to null")
     check_reward_weights(reward_weights, reward_dim, env_id)
+    return shape
 
 
 def check_make_kwargs(env_id: str, make_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,11 +188,11 @@ def check_make_kwargs(env_id: str, make_kwargs: Mapping[str, Any]) -> dict[str, 
 
 def check_observation_space(
     env_id: str, make_kwargs: Mapping[str, Any], observation_encoding: str = "none"
-) -> int | None:
+) -> tuple[int | None, tuple[int, ...]]:
     """Fail with one line when ``env_id`` observes something xdrl's networks cannot take
-    (Discrete without ``env.observation_encoding=one_hot``, Tuple, Dict, pixels, a one-hot too
-    large); creates the env once, without torch. Returns the number of objectives of a
-    multi-objective env (None: a scalar reward)."""
+    (Discrete without ``env.observation_encoding=one_hot``, Tuple, Dict, 2-D arrays, a one-hot
+    too large); creates the env once, without torch. Returns the number of objectives of a
+    multi-objective env (None: a scalar reward) and the observation shape."""
     try:
         key = (env_id, tuple(sorted(make_kwargs.items())), observation_encoding)
         hash(key)
@@ -181,7 +204,7 @@ def check_observation_space(
 @functools.lru_cache(maxsize=16)
 def _check_space(
     env_id: str, make_kwargs: tuple[tuple[str, Any], ...], observation_encoding: str
-) -> int | None:
+) -> tuple[int | None, tuple[int, ...]]:
     import gymnasium
 
     kwargs = {k: v for k, v in make_kwargs if k != "render_mode"}  # no window for a check
@@ -207,14 +230,13 @@ def _check_space(
     if observation_encoding == "one_hot":
         from xdrl.observation_encoding import one_hot_size
 
-        one_hot_size(space)  # a ConfigError for a space it cannot encode
-        return reward_dim
-    if isinstance(space, gymnasium.spaces.Box) and len(space.shape) == 1:
-        return reward_dim
-    kind = ""
-    if isinstance(space, gymnasium.spaces.Box):
-        kind = " (pixels)" if len(space.shape) == 3 else f" ({len(space.shape)}-d)"
-    hint = "pick an env with vector observations"
+        return reward_dim, (one_hot_size(space),)  # a ConfigError for a space it cannot encode
+    if isinstance(space, gymnasium.spaces.Box) and (
+        len(space.shape) == 1 or is_image_shape(space.shape)
+    ):
+        return reward_dim, tuple(int(n) for n in space.shape)
+    kind = f" ({len(space.shape)}-d)" if isinstance(space, gymnasium.spaces.Box) else ""
+    hint = "pick an env with such observations"
     if isinstance(space, gymnasium.spaces.Discrete | gymnasium.spaces.MultiDiscrete):
         hint = "set env.observation_encoding=one_hot"
     raise ConfigError(
@@ -263,6 +285,7 @@ def _make_base(
     render: bool,
     make_kwargs: dict[str, Any],
     observation_encoding: str = "none",
+    wrap: Callable[[Any], Any] | None = None,
 ):
     """One TorchRL-wrapped gymnasium env (no batching, no transforms)."""
     import gymnasium
@@ -276,17 +299,18 @@ def _make_base(
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # off-screen frames need no display
     common = {"categorical_action_encoding": True, "frame_skip": frame_skip, "device": device}
     try:
-        if observation_encoding != "none":  # wrap the gymnasium env before TorchRL sees it
+        if observation_encoding != "none" or wrap is not None:  # wrapped before TorchRL sees it
             from xdrl.observation_encoding import encode
 
             if multi_objective:
                 import mo_gymnasium
 
                 kwargs.setdefault("disable_env_checker", True)
-                raw = encode(mo_gymnasium.make(env_id, **kwargs), observation_encoding)
-                return MOGymWrapper(raw, **common)
-            raw = encode(gymnasium.make(env_id, **kwargs), observation_encoding)
-            return GymWrapper(raw, **common)
+                raw = mo_gymnasium.make(env_id, **kwargs)
+            else:
+                raw = gymnasium.make(env_id, **kwargs)
+            raw = encode(wrap(raw) if wrap is not None else raw, observation_encoding)
+            return (MOGymWrapper if multi_objective else GymWrapper)(raw, **common)
         cls = MOGymEnv if multi_objective else GymEnv
         return cls(env_id, **common, **kwargs)
     except (gymnasium.error.DependencyNotInstalled, ImportError, ModuleNotFoundError) as err:
@@ -303,6 +327,7 @@ def _make_vector(
     render: bool,
     make_kwargs: dict[str, Any],
     observation_encoding: str = "none",
+    wrap: Callable[[Any], Any] | None = None,
 ):
     """``num_envs`` gymnasium envs as one :class:`~xdrl.vector_env.VectorGymEnv`, or None when
     their spaces are not plain arrays (Dict/Tuple observations: the caller falls back to serial)."""
@@ -324,6 +349,7 @@ def _make_vector(
             frame_skip=frame_skip,
             device=device,
             observation_encoding=observation_encoding,
+            wrap=wrap,
         )
     except UnsupportedSpaceError as err:
         log.info("env.batching=vector does not fit %s (%s); using serial", env_id, err)
@@ -351,14 +377,23 @@ def check_reward_weights(weights: Sequence[float], reward_dim: int, env_id: str)
     return values
 
 
+def is_image_shape(shape: Sequence[int]) -> bool:
+    """Whether an (unbatched) observation shape is an image or a stack of images: 3-D
+    (``[C, H, W]``, ``[H, W, C]``, a grayscale stack) or 4-D (a stack of colour images)."""
+    return len(shape) in (3, 4)
+
+
 def _observation_casts(spec) -> list:
-    """Transforms that turn integer or float64 observations into float32 for the networks."""
+    """Transforms that turn integer or float64 observations into float32 for the networks;
+    uint8 images stay uint8 (the network scales them: 4x less memory in batches and buffers)."""
     import torch
     from torchrl.envs import DTypeCastTransform
 
+    batch_dims = len(spec.shape)
     casts = []
     for key, leaf in spec.items(include_nested=True, leaves_only=True):
-        if leaf.dtype != torch.float32:
+        image = leaf.dtype == torch.uint8 and is_image_shape(leaf.shape[batch_dims:])
+        if leaf.dtype != torch.float32 and not image:
             casts.append(
                 DTypeCastTransform(dtype_in=leaf.dtype, dtype_out=torch.float32, in_keys=[key])
             )
@@ -380,6 +415,8 @@ def make_env(
     seed: int | None = None,
     device: str = "cpu",
     render: bool = False,
+    evaluation: bool = False,
+    frame_stack: PositiveInt = 1,
     pareto: dict[str, Any] | None = None,
 ):
     """Build a batched TorchRL env for a gymnasium or MO-Gymnasium id.
@@ -407,6 +444,9 @@ def make_env(
         seed: seed of the first sub-env (the others follow).
         device: device of the env's tensors.
         render: create the envs with ``render_mode="rgb_array"`` (evaluation videos).
+        evaluation: an evaluation env (set by xdrl; the same env here, Atari's differs).
+        frame_stack: stack the last k image observations (gymnasium's
+            ``FrameStackObservation``; image observations only).
         pareto: the env's Pareto-report settings (``ref_point``), read by :mod:`xdrl.pareto`
             from the saved config; not used to build the env.
 
@@ -415,6 +455,54 @@ def make_env(
         >>> env.rollout(3).batch_size
         torch.Size([4, 3])
     """
+    wrap = None
+    if frame_stack > 1:
+        wrap = functools.partial(_stack_frames, frame_stack=frame_stack)
+    return build_env(
+        id,
+        num_envs=num_envs,
+        batching=batching,
+        max_episode_steps=max_episode_steps,
+        frame_skip=frame_skip,
+        reward_weights=reward_weights,
+        normalize_observations=normalize_observations,
+        observation_encoding=observation_encoding,
+        make_kwargs=make_kwargs,
+        import_modules=import_modules,
+        seed=seed,
+        device=device,
+        render=render,
+        wrap=wrap,
+    )
+
+
+def _stack_frames(env: Any, *, frame_stack: int) -> Any:
+    """gymnasium's ``FrameStackObservation`` (one picklable wrapping function)."""
+    from gymnasium.wrappers import FrameStackObservation
+
+    return FrameStackObservation(env, frame_stack)
+
+
+def build_env(
+    id: str,  # noqa: A002
+    *,
+    num_envs: int = 1,
+    batching: str = "serial",
+    max_episode_steps: int | None = None,
+    frame_skip: int = 1,
+    reward_weights: Sequence[float] | None = None,
+    normalize_observations: bool = False,
+    observation_encoding: str = "none",
+    make_kwargs: dict[str, Any] | None = None,
+    import_modules: Sequence[str] = (),
+    seed: int | None = None,
+    device: str = "cpu",
+    render: bool = False,
+    wrap: Callable[[Any], Any] | None = None,
+):
+    """:func:`make_env`'s work, with ``wrap`` applied to every gymnasium env after
+    ``gymnasium.make`` (Atari's preprocessing, a frame stack: a picklable callable), then
+    ``observation_encoding``."""
     from torchrl.envs import (
         Compose,
         InitTracker,
@@ -438,6 +526,7 @@ def make_env(
         return _make_base(
             id,
             multi_objective=multi_objective,
+            wrap=wrap,
             device=device,
             frame_skip=frame_skip,
             max_episode_steps=max_episode_steps,
@@ -457,6 +546,7 @@ def make_env(
             render=render,
             make_kwargs=dict(make_kwargs or {}),
             observation_encoding=observation_encoding,
+            wrap=wrap,
         )
     probe = base if base is not None else make_one()  # fails fast on a missing package
     reward_dim = int(probe.reward_spec.shape[-1]) if multi_objective else 1

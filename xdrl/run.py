@@ -19,6 +19,7 @@ from xdrl.checkpointing import BEST_SUMMARY_KEY, RunComplete, resumed_run_dir
 from xdrl.errors import RunError, first_line, trace_to_log_files
 from xdrl.files import SUMMARY_FILE, write_atomically
 from xdrl.loggers import close_logger
+from xdrl.precision import autocast
 from xdrl.process import ProcessSettings
 from xdrl.resume_check import saved_config
 from xdrl.run_lock import RunDirLock
@@ -148,7 +149,7 @@ def _run(
     try:
         if accept is not None:
             accept()
-        with _StopRequest(run_) as stop:
+        with _StopRequest(run_) as stop, autocast(run_.precision, cfg.device):
             if cfg.eval.enabled and cfg.eval.before_training and trainer.collected_frames == 0:
                 run_.hook_set.run_pre_eval()
             segment.train_start = time.perf_counter()
@@ -222,12 +223,16 @@ class _Segment:
         now = time.perf_counter()
         train_time = round(now - self.train_start, 3) if self.train_start is not None else 0.0
         trained = frames - self.start_frames
+        skip = int(cfg.env.frame_skip)  # emulator frames per agent step
         segment = {
             "frames": [self.start_frames, frames],
             "started": self.started,
             "wall_time_s": round(now - self.start, 3),
             "train_time_s": train_time,
             "frames_per_second": round(trained / train_time, 1) if train_time > 0 else None,
+            "agent_steps_per_second": (
+                round(trained / skip / train_time, 1) if train_time > 0 else None
+            ),
             "status": status,
             "resumed_from": self.run.resumed_from,
         }
@@ -235,6 +240,8 @@ class _Segment:
         summary: dict[str, Any] = {
             "status": status,
             "total_frames": frames,
+            "agent_steps": frames // skip,
+            "frame_skip": skip,
             **whole_run_timing(segments),
             "seed": cfg.seed,
             "env": cfg.env.id,

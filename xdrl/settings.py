@@ -25,6 +25,7 @@ class RunSettings:
     seed: Seed
     device: str
     num_threads: PositiveInt | Literal["auto"]
+    precision: Literal["auto", "fp32", "bf16"]
     total_frames: PositiveInt
     frames_per_batch: PositiveInt
     run_dir: str

@@ -21,7 +21,7 @@ that remains is what ``xdrl.collector.VectorCollector`` removes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium
@@ -76,6 +76,7 @@ class VectorGymEnv(EnvBase):
         device: device of the output tensors.
         observation_encoding: ``none`` or ``one_hot`` (each sub-env wrapped in
             :class:`~xdrl.observation_encoding.OneHotObservation`).
+        wrap: applied to every env after ``gymnasium.make`` (e.g. Atari's preprocessing).
 
     Example:
         >>> env = VectorGymEnv("CartPole-v1", num_envs=8)
@@ -93,6 +94,7 @@ class VectorGymEnv(EnvBase):
         frame_skip: int = 1,
         device: str | torch.device = "cpu",
         observation_encoding: str = "none",
+        wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None,
     ) -> None:
         if env_id not in gymnasium.envs.registry:
             import mo_gymnasium  # noqa: F401  (registers the MO-Gymnasium ids)
@@ -101,9 +103,10 @@ class VectorGymEnv(EnvBase):
             # gymnasium's passive checker warns that a vector reward is not a float on every
             # run; MO-Gymnasium's envs return one by design.
             kwargs.setdefault("disable_env_checker", True)
-        envs = [
-            encode(gymnasium.make(env_id, **kwargs), observation_encoding) for _ in range(num_envs)
-        ]
+        envs = [gymnasium.make(env_id, **kwargs) for _ in range(num_envs)]
+        if wrap is not None:
+            envs = [wrap(env) for env in envs]
+        envs = [encode(env, observation_encoding) for env in envs]
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
         self.env_id = env_id
         self.frame_skip = int(frame_skip)

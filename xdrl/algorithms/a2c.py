@@ -6,7 +6,15 @@ from torchrl.objectives import A2CLoss
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
-from xdrl.config_types import Activation, Cells, Discount, Fraction, NonNegativeFloat, PositiveInt
+from xdrl.config_types import (
+    Activation,
+    Cells,
+    Discount,
+    Encoder,
+    Fraction,
+    NonNegativeFloat,
+    PositiveInt,
+)
 
 
 def build(
@@ -17,6 +25,7 @@ def build(
     actor_cells: Cells = (64, 64),
     critic_cells: Cells = (64, 64),
     activation: Activation = "tanh",
+    encoder: Encoder = "auto",
     entropy_coef: NonNegativeFloat = 0.0,
     critic_coef: NonNegativeFloat = 0.5,
     gamma: Discount = 0.99,
@@ -30,7 +39,7 @@ def build(
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=40)
     """
     minibatch_size = minibatch_size or frames_per_batch
-    actor, critic = actor_critic(env, actor_cells, critic_cells, activation, device)
+    actor, critic = actor_critic(env, actor_cells, critic_cells, activation, device, encoder)
     loss = A2CLoss(
         actor,
         critic,

@@ -74,7 +74,15 @@ class CategoricalActor(ProbabilisticActor, TensorSampler):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probability of ``action`` and (``entropy=True``) the policy's entropy at
         ``observation``, with grad; the entropy is None when not asked for."""
-        log_p = self._logits(observation).log_softmax(-1)
+        return self.log_prob_entropy_of_logits(self._logits(observation), action, entropy)
+
+    @staticmethod
+    def log_prob_entropy_of_logits(
+        logits: torch.Tensor, action: torch.Tensor, entropy: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`log_prob_entropy` from logits already computed (a torso shared with the
+        critic)."""
+        log_p = logits.log_softmax(-1)
         log_prob = log_p.gather(-1, action.unsqueeze(-1)).squeeze(-1)
         if not entropy:
             return log_prob, None

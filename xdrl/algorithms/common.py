@@ -20,6 +20,7 @@ from torchrl.modules import (
 )
 
 from xdrl.algorithms.categorical_actor import CategoricalActor
+from xdrl.algorithms.encoders import FEATURES, Head, NatureCNN, observation_shape, resolve_encoder
 from xdrl.errors import ConfigError
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
@@ -67,6 +68,14 @@ def activation_class(name: str) -> type[nn.Module]:
     return ACTIVATIONS[name]
 
 
+def image_torso(env, encoder: str, device: str) -> NatureCNN | None:
+    """The Nature CNN for ``env``'s image observations (``encoder``: auto | mlp | cnn; see
+    :func:`~xdrl.algorithms.encoders.resolve_encoder`), None for an MLP."""
+    if resolve_encoder(env, encoder) == "mlp":
+        return None
+    return NatureCNN(observation_shape(env), device=device)
+
+
 def is_discrete(env) -> bool:
     """Whether the env's action spec is discrete (categorical or one-hot)."""
     return isinstance(env.action_spec, (Categorical, OneHot))
@@ -110,12 +119,19 @@ def orthogonal_init(mlp: nn.Module, last_gain: float) -> nn.Module:
 
 
 def stochastic_actor(
-    env, cells: Sequence[int], act: type[nn.Module], device: str
+    env, cells: Sequence[int], act: type[nn.Module], device: str, torso: nn.Module | None = None
 ) -> ProbabilisticActor:
     """A categorical actor for discrete actions (:class:`CategoricalActor`, with a tensor-level
-    fast path), a tanh-normal one for continuous actions."""
+    fast path), a tanh-normal one for continuous actions; with ``torso`` (an image encoder), a
+    linear head on its features instead of an MLP."""
     spec = env.action_spec_unbatched
     obs_dim = observation_dim(env)
+    if torso is not None:
+        n_out = int(spec.space.n) if is_discrete(env) else 2 * int(spec.shape[-1])
+        head = nn.Sequential(torso, Head(FEATURES, n_out, gain=0.01, device=device))
+        if is_discrete(env):
+            return CategoricalActor(head, env.full_action_spec_unbatched)
+        return _tanh_normal_actor(env, nn.Sequential(head, NormalParamExtractor()), device)
     if is_discrete(env):
         net = orthogonal_init(
             MLP(
@@ -142,6 +158,12 @@ def stochastic_actor(
         ),
         NormalParamExtractor(),
     )
+    return _tanh_normal_actor(env, net, device)
+
+
+def _tanh_normal_actor(env, net: nn.Module, device: str) -> ProbabilisticActor:
+    """A tanh-normal actor on ``net``'s ``(loc, scale)`` outputs, within the action bounds."""
+    spec = env.action_spec_unbatched
     module = TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"])
     return ProbabilisticActor(
         module,
@@ -153,8 +175,13 @@ def stochastic_actor(
     )
 
 
-def state_value(env, cells: Sequence[int], act: type[nn.Module], device: str) -> ValueOperator:
-    """A state-value critic V(s)."""
+def state_value(
+    env, cells: Sequence[int], act: type[nn.Module], device: str, torso: nn.Module | None = None
+) -> ValueOperator:
+    """A state-value critic V(s) (a linear head on ``torso``'s features when given)."""
+    if torso is not None:
+        head = nn.Sequential(torso, Head(FEATURES, 1, gain=1.0, device=device))
+        return ValueOperator(head, in_keys=["observation"])
     net = orthogonal_init(
         MLP(
             in_features=observation_dim(env),
@@ -210,13 +237,27 @@ def action_value(env, cells: Sequence[int], act: type[nn.Module], device: str) -
 
 
 def q_value_actor(
-    env, cells: Sequence[int], act: type[nn.Module], device: str, *, bias: bool = True
+    env,
+    cells: Sequence[int],
+    act: type[nn.Module],
+    device: str,
+    torso: nn.Module | None = None,
+    *,
+    bias: bool = True,
 ) -> QValueActor:
-    """A greedy Q-network actor for discrete actions: one action value per action (DQN);
-    ``bias``: whether the output layer has one (no cells: a linear network)."""
+    """A greedy Q-network actor for discrete actions: one action value per action (DQN); with
+    ``torso``, a linear head on its features (PyTorch's default initialization, as SB3's and
+    CleanRL's DQN); ``bias``: whether the MLP's output layer has one (no cells: a linear
+    network)."""
+    n_actions = int(env.action_spec_unbatched.space.n)
+    if torso is not None:
+        net: nn.Module = nn.Sequential(torso, Head(FEATURES, n_actions, device=device))
+        return QValueActor(
+            net, in_keys=["observation"], spec=env.full_action_spec_unbatched["action"]
+        )
     net = MLP(
         in_features=observation_dim(env),
-        out_features=int(env.action_spec_unbatched.space.n),
+        out_features=n_actions,
         num_cells=list(cells),
         activation_class=act,
         device=device,

@@ -19,8 +19,15 @@ from torch import nn
 from torchrl.envs import LineariseRewards
 from torchrl.modules import EGreedyModule, QValueActor
 
-from xdrl.algorithms.common import AlgorithmParts, activation_class, q_value_actor, require_discrete
+from xdrl.algorithms.common import (
+    AlgorithmParts,
+    activation_class,
+    image_torso,
+    q_value_actor,
+    require_discrete,
+)
 from xdrl.algorithms.dqn_loss import LeanDQNLoss
+from xdrl.algorithms.frame_replay import stacked_frames
 from xdrl.algorithms.off_policy import (
     ExplorationAnnealingHook,
     off_policy_parts,
@@ -30,6 +37,7 @@ from xdrl.config_types import (
     Activation,
     Cells,
     Discount,
+    Encoder,
     FiniteFloat,
     Fraction,
     LossFunction,
@@ -54,6 +62,7 @@ def build(
     q_init: FiniteFloat | Literal["auto"] | None = None,
     q_init_bound: Sequence[FiniteFloat] | None = None,
     activation: Activation = "relu",
+    encoder: Encoder = "auto",
     gamma: Discount = 0.99,
     double_dqn: bool = False,
     loss_function: LossFunction = "l2",
@@ -69,7 +78,8 @@ def build(
     tau: OpenFraction = 0.005,
     hard_update_interval: PositiveInt = 10,
 ) -> AlgorithmParts:
-    """Build DQN for ``env`` (discrete actions only).
+    """Build DQN for ``env`` (discrete actions only); image observations get a Nature CNN
+    torso, and frame stacks a replay buffer that stores each frame once.
 
     ``total_frames`` (supplied by xdrl) sizes ``buffer_size: all``. ``q_init`` sets every
     Q-value at the start (see :func:`initialize_q`); ``auto`` takes ``q_init_bound`` (an upper
@@ -85,7 +95,8 @@ def build(
             "algorithm.build.eps_end",
             f"need 0 <= eps_end <= eps_init <= 1, got {eps_end} and {eps_init}",
         )
-    actor = q_value_actor(env, q_cells, activation_class(activation), device, bias=q_bias)
+    torso = image_torso(env, encoder, device)
+    actor = q_value_actor(env, q_cells, activation_class(activation), device, torso, bias=q_bias)
     if q_init is not None:
         value = auto_q_init(env, q_init_bound) if q_init == "auto" else float(q_init)
         initialize_q(actor, value, linear=not q_cells)
@@ -120,6 +131,7 @@ def build(
         init_random_frames=init_random_frames,
         extra_hooks=[(None, ExplorationAnnealingHook(greedy))],
         value_gamma=float(gamma),
+        frame_stack=stacked_frames(env) if torso is not None else None,
     )
 
 

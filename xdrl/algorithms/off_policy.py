@@ -12,6 +12,7 @@ from torchrl.objectives import HardUpdate, SoftUpdate
 from torchrl.trainers import ReplayBufferTrainer, TargetNetUpdaterHook, Trainer, TrainerHookBase
 
 from xdrl.algorithms.common import AlgorithmParts
+from xdrl.algorithms.frame_replay import FrameReplayBuffer
 from xdrl.algorithms.replay import LeanReplayBuffer
 from xdrl.errors import ConfigError
 
@@ -99,7 +100,9 @@ def target_updater(loss_module, *, target_update: str, tau: float, hard_update_i
     return LeanHardUpdate(loss_module, value_network_update_interval=hard_update_interval)
 
 
-def off_policy_hooks(buffer: ReplayBufferTrainer, updater) -> list[tuple[str | None, Any]]:
+def off_policy_hooks(
+    buffer: ReplayBufferTrainer | FrameReplayBuffer, updater
+) -> list[tuple[str | None, Any]]:
     """Extend the buffer per batch, sample a minibatch per optimizer step, then update targets."""
     return [
         ("batch_process", buffer.extend),
@@ -145,10 +148,14 @@ def off_policy_parts(
     extra_hooks: Sequence[tuple[str | None, Any]] = (),
     optimization_stepper: Any = None,
     value_gamma: float | None = None,
+    frame_stack: int | None = None,
 ) -> AlgorithmParts:
     """The parts of an off-policy method: a replay buffer (checkpointed), ``utd`` optimizer steps
-    per collected frame, target updates by ``updater``, then ``extra_hooks``."""
-    buffer = replay_buffer(buffer_size, batch_size)
+    per collected frame, target updates by ``updater``, then ``extra_hooks``. ``frame_stack``:
+    observations are stacks of that many frames, kept once each (:class:`FrameReplayBuffer`)."""
+    buffer: Any = replay_buffer(buffer_size, batch_size)
+    if frame_stack is not None:
+        buffer = FrameReplayBuffer(buffer_size, batch_size, stack=frame_stack)
     return AlgorithmParts(
         policy=policy,
         eval_policy=eval_policy,

@@ -6,12 +6,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from torchrl.modules import ProbabilisticActor, ValueOperator
 from torchrl.objectives.value import GAE
 from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
 
-from xdrl.algorithms.common import AlgorithmParts, activation_class, state_value, stochastic_actor
+from xdrl.algorithms.common import (
+    AlgorithmParts,
+    activation_class,
+    image_torso,
+    state_value,
+    stochastic_actor,
+)
+from xdrl.algorithms.encoders import has_image_encoder
 from xdrl.errors import ConfigError
 
 
@@ -113,6 +121,45 @@ def use_reward_scale(loss_module, reward_scale: float) -> list:
     return [("batch_process", RewardScale(reward_scale))]
 
 
+class OnePassGAE:
+    """GAE whose critic runs once per distinct observation: ``V(obs)`` for the whole batch, and
+    ``V(next_obs)`` only where an episode ended or the batch ends; elsewhere the next
+    observation is the next step's observation, so its value is the next step's value.
+
+    Why: TorchRL's ``GAE`` evaluates the critic on ``observation`` and ``("next",
+    "observation")``, two passes over the batch. With a Nature CNN that is the second most
+    expensive part of an Atari PPO batch (~2 s of ~9 s per 1,024 frames at 1 thread here);
+    this halves it. Same values and advantages as TorchRL's path (tested).
+
+    Args:
+        critic: the ``ValueOperator``; its module maps observations to values.
+        gae: a TorchRL ``GAE`` without value network (it reads the values written here).
+
+    Example:
+        >>> hook = OnePassGAE(critic, GAE(gamma=0.99, lmbda=0.95, value_network=None))
+        >>> batch = hook(batch)  # state_value, ("next", "state_value"), advantage, value_target
+    """
+
+    def __init__(self, critic: ValueOperator, gae: GAE) -> None:
+        self.net = critic.module
+        self.value_key = critic.out_keys[0]
+        self.gae = gae
+
+    def __call__(self, batch):
+        observation = batch.get("observation")
+        next_observation = batch.get(("next", "observation"))
+        fresh = batch.get(("next", "done")).squeeze(-1).clone()  # [envs, steps]
+        fresh[..., -1] = True
+        with torch.no_grad():
+            value = self.net(observation)
+            next_value = torch.empty_like(value)
+            next_value[..., :-1, :] = value[..., 1:, :]
+            next_value[fresh] = self.net(next_observation[fresh]).to(value.dtype)
+        batch.set(self.value_key, value)
+        batch.set(("next", self.value_key), next_value)
+        return self.gae(batch)
+
+
 def on_policy_hooks(
     loss_module,
     buffer: ReplayBufferTrainer | WholeBatch,
@@ -120,8 +167,20 @@ def on_policy_hooks(
     advantage_every_epoch: bool,
     scale_hooks: list | None = None,
 ):
-    """Reward scaling, GAE then buffer extend (per batch, or per epoch), minibatch sampling."""
-    value_hook = ValueEstimatorHook(loss_module.value_estimator)
+    """Reward scaling, GAE then buffer extend (per batch, or per epoch), minibatch sampling;
+    one critic pass per observation (:class:`OnePassGAE`) for image critics."""
+    value_hook: Any = ValueEstimatorHook(loss_module.value_estimator)
+    critic = loss_module.critic_network
+    if has_image_encoder(critic):
+        estimator = loss_module.value_estimator
+        gae = GAE(
+            gamma=float(estimator.gamma),
+            lmbda=float(estimator.lmbda),
+            value_network=None,
+            average_gae=False,
+        )
+        gae.set_keys(reward=estimator.tensor_keys.reward, value=critic.out_keys[0])
+        value_hook = OnePassGAE(critic, gae)
     stage = "pre_epoch" if advantage_every_epoch else "batch_process"
     return [
         *(scale_hooks or []),
@@ -132,12 +191,19 @@ def on_policy_hooks(
 
 
 def actor_critic(
-    env, actor_cells: Sequence[int], critic_cells: Sequence[int], activation: str, device: str
+    env,
+    actor_cells: Sequence[int],
+    critic_cells: Sequence[int],
+    activation: str,
+    device: str,
+    encoder: str = "auto",
 ) -> tuple[ProbabilisticActor, ValueOperator]:
-    """A stochastic actor and a state-value critic for ``env`` (built in that order: seeds)."""
+    """A stochastic actor and a state-value critic for ``env`` (built in that order: seeds);
+    for images, both heads on one shared Nature CNN (CleanRL's and RL-Zoo's Atari PPO)."""
     act = activation_class(activation)
-    actor = stochastic_actor(env, actor_cells, act, device)
-    return actor, state_value(env, critic_cells, act, device)
+    torso = image_torso(env, encoder, device)
+    actor = stochastic_actor(env, actor_cells, act, device, torso)
+    return actor, state_value(env, critic_cells, act, device, torso)
 
 
 def on_policy_parts(

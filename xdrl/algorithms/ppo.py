@@ -3,6 +3,10 @@ each batch (the on-policy plumbing is in ``on_policy.py``)."""
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
+from torchrl.trainers import Trainer, TrainerHookBase
+
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
 from xdrl.algorithms.ppo_loss import LeanClipPPOLoss
@@ -10,6 +14,7 @@ from xdrl.config_types import (
     Activation,
     Cells,
     Discount,
+    Encoder,
     Fraction,
     NonNegativeFloat,
     PositiveFloat,
@@ -25,6 +30,7 @@ def build(
     actor_cells: Cells = (64, 64),
     critic_cells: Cells = (64, 64),
     activation: Activation = "tanh",
+    encoder: Encoder = "auto",
     clip_epsilon: PositiveFloat = 0.2,
     entropy_coef: NonNegativeFloat = 0.0,
     critic_coef: NonNegativeFloat = 0.5,
@@ -35,13 +41,15 @@ def build(
     minibatch_size: PositiveInt = 64,
     advantage_every_epoch: bool = False,
     reward_scale: PositiveFloat = 1.0,
+    clip_schedule: Literal["constant", "linear"] = "constant",
 ) -> AlgorithmParts:
-    """Build PPO for ``env`` (discrete or continuous actions).
+    """Build PPO for ``env`` (discrete or continuous actions); image observations get a Nature
+    CNN shared by actor and critic (``encoder``), ``clip_schedule: linear`` anneals the clip.
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
     """
-    actor, critic = actor_critic(env, actor_cells, critic_cells, activation, device)
+    actor, critic = actor_critic(env, actor_cells, critic_cells, activation, device, encoder)
     loss = LeanClipPPOLoss(  # ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py)
         actor,
         critic,
@@ -53,7 +61,7 @@ def build(
         normalize_advantage=normalize_advantage,
         functional=False,  # no per-call parameter swapping: 9% of a PPO step; xdrl needs no vmap
     )
-    return on_policy_parts(
+    parts = on_policy_parts(
         loss,
         actor,
         critic,
@@ -66,3 +74,42 @@ def build(
         advantage_every_epoch=advantage_every_epoch,
         reward_scale=reward_scale,
     )
+    if clip_schedule == "linear":
+        parts.hooks.append((None, ClipAnnealingHook(loss)))
+    return parts
+
+
+class ClipAnnealingHook(TrainerHookBase):
+    """Anneal PPO's ``clip_epsilon`` linearly to 0 over the run, as SB3/RL-Zoo's ``lin_0.1``:
+    before each batch's optimization, ``clip = clip0 * (1 - collected_frames / total_frames)``.
+    Stateless (the value follows the trainer's frame counter; the loss's buffer is saved with
+    the loss).
+
+    Args:
+        loss: a ``ClipPPOLoss`` whose ``clip_epsilon`` buffer is updated in place.
+
+    Example:
+        >>> ClipAnnealingHook(loss).register(trainer)
+    """
+
+    def __init__(self, loss) -> None:
+        self.loss = loss
+        self.initial = float(loss.clip_epsilon)
+        self._trainer: Trainer | None = None
+
+    def __call__(self) -> None:
+        trainer = self._trainer
+        if trainer is None:
+            return
+        remaining = max(0.0, 1.0 - trainer.collected_frames / trainer.total_frames)
+        self.loss.clip_epsilon.fill_(self.initial * remaining)
+
+    def register(self, trainer: Trainer, name: str = "clip_annealing") -> None:
+        self._trainer = trainer
+        trainer.register_op("pre_optim_steps", self)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"initial": self.initial}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.initial = float(state_dict["initial"])

@@ -9,6 +9,8 @@ the actor is a :class:`~xdrl.algorithms.categorical_actor.CategoricalActor` and 
 the options xdrl builds it with (no value clipping, no delayed actor, no importance-ratio cap, no
 running advantage norm, mean reduction); any other set-up runs ``ClipPPOLoss.forward``
 unchanged. Tested against ``ClipPPOLoss`` on fixed batches: same values and gradients (1e-6).
+Where actor and critic share an image torso (``Sequential(torso, head)`` each), the torso runs
+once per minibatch for both heads, as CleanRL's Atari PPO does (``ClipPPOLoss`` runs it twice).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.objectives import ClipPPOLoss
 
 from xdrl.algorithms.categorical_actor import CategoricalActor
+from xdrl.algorithms.encoders import shared_torso
 from xdrl.algorithms.mlp_forward import MLPForward
 
 
@@ -38,6 +41,10 @@ class LeanClipPPOLoss(ClipPPOLoss):
         if "_lean_ok" not in self.__dict__:
             self.__dict__["_critic_forward"] = MLPForward(self.critic_network.module)
             self.__dict__["_lean_ok"] = self._lean_options()
+            actor_net = getattr(self.actor_network, "logits_net", None)
+            self.__dict__["_shared"] = (
+                shared_torso(actor_net, self.critic_network.module) if actor_net else None
+            )
         return self.__dict__["_lean_ok"]
 
     def _lean_options(self) -> bool:
@@ -69,9 +76,19 @@ class LeanClipPPOLoss(ClipPPOLoss):
         inv_n = 1.0 / prev_log_prob.numel()  # means as sum * 1/n: one kernel instead of two
 
         actor: CategoricalActor = self.actor_network  # type: ignore[assignment]
-        log_prob, entropy = actor.log_prob_entropy(
-            observation, tensordict.get(keys.action), entropy=self.entropy_bonus
-        )
+        shared = self.__dict__["_shared"]
+        value = None
+        if shared is not None:  # one torso pass for both heads (an image encoder)
+            torso, actor_head, critic_head = shared
+            features = torso(observation)
+            logits, value = actor_head(features), critic_head(features)
+            log_prob, entropy = actor.log_prob_entropy_of_logits(
+                logits, tensordict.get(keys.action), entropy=self.entropy_bonus
+            )
+        else:
+            log_prob, entropy = actor.log_prob_entropy(
+                observation, tensordict.get(keys.action), entropy=self.entropy_bonus
+            )
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         ratio = log_weight.exp()
         gain1 = ratio * advantage
@@ -84,7 +101,7 @@ class LeanClipPPOLoss(ClipPPOLoss):
             out["entropy"] = entropy.detach().sum() * inv_n
             out["loss_entropy"] = entropy.sum() * (-self.entropy_coeff * inv_n)
         if self._has_critic:
-            out.update(self._lean_critic(tensordict, inv_n))
+            out.update(self._lean_critic(tensordict, inv_n, value))
         with torch.no_grad():
             out["clip_fraction"] = (log_weight_clip != log_weight).sum() * inv_n
             out["kl_approx"] = (prev_log_prob - log_prob).sum() * inv_n
@@ -122,10 +139,13 @@ class LeanClipPPOLoss(ClipPPOLoss):
         self.__dict__["_normalized_cache"] = (tag, advantage, normalized)
         return normalized
 
-    def _lean_critic(self, tensordict: TensorDictBase, inv_n: float) -> dict[str, torch.Tensor]:
+    def _lean_critic(
+        self, tensordict: TensorDictBase, inv_n: float, value: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
         keys = self.tensor_keys
         target = tensordict.get(keys.value_target)
-        value = self._critic_forward(tensordict.get("observation"))
+        if value is None:
+            value = self._critic_forward(tensordict.get("observation"))
         error = target - value
         out = {"loss_critic": (error * error).sum() * (self.critic_coeff * inv_n)}
         if self.log_explained_variance:

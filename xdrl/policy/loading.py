@@ -81,7 +81,8 @@ def make_env(config: dict[str, Any], *, num_envs: int, seed: int, render: bool =
         from xdrl.collector import fast_rollouts
 
         factory = instantiate(OmegaConf.create(config["env"]))
-        return fast_rollouts(factory(num_envs=num_envs, seed=seed, device="cpu", render=render))
+        env = factory(num_envs=num_envs, seed=seed, device="cpu", render=render, evaluation=True)
+        return fast_rollouts(env)
     except InstantiationException as err:
         cause = err.__cause__ or err
         if isinstance(cause, ConfigError):

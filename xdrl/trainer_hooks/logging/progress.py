@@ -155,6 +155,7 @@ class ProgressLineHook(_ProgressView):
         interval_s: seconds between lines.
         stream: text stream to print to; None means the current ``sys.stdout``.
         progress_hook: where the last episode reward is read from (optional).
+        frame_skip: frames per agent step; above 1 (Atari) the line also gives agent steps.
 
     Example:
         >>> line = ProgressLineHook(total_frames=100_000, progress_hook=hooks.progress_hook)
@@ -169,8 +170,10 @@ class ProgressLineHook(_ProgressView):
         stream: TextIO | None = None,
         *,
         progress_hook: LoggingProgressMetricsHook | None = None,
+        frame_skip: int = 1,
     ) -> None:
         self.total_frames = int(total_frames)
+        self.frame_skip = int(frame_skip)
         self.interval_s = float(interval_s)
         self.stream = stream
         self.progress_hook = progress_hook
@@ -215,6 +218,8 @@ class ProgressLineHook(_ProgressView):
             f"progress: {frames:,}/{self.total_frames:,} frames ({100.0 * frames / total:.1f}%)",
             f"{fps:,.0f} fps",
         ]
+        if self.frame_skip > 1:
+            parts.append(f"{frames // self.frame_skip:,} agent steps")
         reward = self._last_reward()
         if reward is not None:
             parts.append(f"episode_reward {reward:.2f}")

@@ -1,0 +1,162 @@
+"""Image encoders: the Nature CNN torso that PPO and A2C share between actor and critic and
+DQN uses under its Q head, picked from the observation spec (``algorithm.build.encoder``).
+
+Observations reach the network as uint8 (env, collector and replay buffer keep them so: a
+4x84x84 stack is 28 KB, 113 KB as float32); the conversion to float and the 1/255 scaling
+happen here, in the first layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import nn
+
+from xdrl.errors import ConfigError
+
+FEATURES = 512  # the Nature CNN's feature width
+_KEY = "algorithm.build.encoder"
+
+
+def is_image(shape: Sequence[int]) -> bool:
+    """Whether an unbatched observation shape is an image or a stack of images (3-D or 4-D);
+    the same rule as :func:`xdrl.envs.is_image_shape`."""
+    return len(shape) in (3, 4)
+
+
+def observation_shape(env) -> tuple[int, ...]:
+    """The unbatched shape of the env's ``observation``."""
+    spec = env.observation_spec["observation"]
+    return tuple(int(n) for n in spec.shape[len(env.batch_size) :])
+
+
+def resolve_encoder(env, encoder: str) -> Literal["mlp", "cnn"]:
+    """``auto``: a CNN for image observations, an MLP for vectors; a one-line error for a CNN
+    on vectors or an MLP on images."""
+    shape = observation_shape(env)
+    image = is_image(shape)
+    if encoder == "auto":
+        return "cnn" if image else "mlp"
+    if encoder == "cnn" and not image:
+        raise ConfigError(
+            _KEY, f"cnn needs image observations, this env observes vectors {list(shape)}; "
+            "set algorithm.build.encoder=auto (or mlp)",
+        )  # fmt: skip
+    if encoder == "mlp" and image:
+        raise ConfigError(
+            _KEY, f"mlp needs vector observations, this env observes images {list(shape)}; "
+            "set algorithm.build.encoder=auto (or cnn)",
+        )  # fmt: skip
+    return "cnn" if encoder == "cnn" else "mlp"
+
+
+def _channels_first(shape: Sequence[int]) -> tuple[tuple[int, int, int], bool]:
+    """``([C, H, W], channels_last)`` of an image shape: ``[C, H, W]``, ``[H, W, C]``
+    (colour last: at most 4 channels after two larger sides), or a 4-D stack of either,
+    whose frames are merged into channels."""
+    *lead, a, b, c = shape
+    stack = lead[0] if lead else 1
+    if c <= 4 < min(a, b):
+        return (stack * c, a, b), True
+    return (stack * a, b, c), False
+
+
+class NatureCNN(nn.Module):
+    """The convolutional torso of Mnih et al. (2015): 32 8x8/4, 64 4x4/2, 64 3x3/1 convolutions,
+    then a 512-unit linear layer, ReLU after each; orthogonal weights with gain sqrt(2) and zero
+    biases (CleanRL's and SB3's initialization).
+
+    Takes ``[..., *obs_shape]`` (uint8 scaled by 1/255 here; float images as they are) and
+    returns ``[..., 512]`` features. Colour-last images and stacks of them are rearranged to
+    channels first inside.
+
+    Args:
+        obs_shape: the unbatched observation shape, e.g. ``(4, 84, 84)``.
+        device: where the parameters live.
+
+    Example:
+        >>> NatureCNN((4, 84, 84))(torch.zeros(8, 4, 84, 84, dtype=torch.uint8)).shape
+        torch.Size([8, 512])
+    """
+
+    def __init__(self, obs_shape: Sequence[int], device: str | torch.device = "cpu") -> None:
+        super().__init__()
+        self.obs_shape = tuple(int(n) for n in obs_shape)
+        (channels, height, width), self.channels_last = _channels_first(self.obs_shape)
+        self.convs = nn.Sequential(
+            nn.Conv2d(channels, 32, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, channels, height, width)).shape[-1]
+        self.linear = nn.Linear(flat, FEATURES)
+        for layer in [*self.convs, self.linear]:
+            if isinstance(layer, nn.Conv2d | nn.Linear) and layer.bias is not None:
+                nn.init.orthogonal_(layer.weight, gain=2**0.5)
+                nn.init.zeros_(layer.bias)
+        self.to(device)
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        lead = observation.shape[: observation.dim() - len(self.obs_shape)]
+        x = observation.reshape(-1, *self.obs_shape)
+        if self.channels_last:  # [N, (k,) H, W, C] -> [N, (k,) C, H, W]
+            x = x.movedim(-1, -3)
+        x = x.reshape(x.shape[0], -1, *x.shape[-2:])
+        x = x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
+        features = torch.relu(self.linear(self.convs(x)))
+        return features.reshape(*lead, FEATURES)
+
+
+class Head(nn.Linear):
+    """A linear output layer whose result is float32 also under bf16 autocast (logits, values
+    and Q-values feed softmaxes, GAE and TD targets).
+
+    Args:
+        in_features, out_features: as ``nn.Linear``.
+        gain: orthogonal gain of the weights (None: PyTorch's default initialization).
+        device: where the parameters live.
+
+    Example:
+        >>> Head(512, 6, gain=0.01)(torch.zeros(2, 512)).dtype
+        torch.float32
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        gain: float | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        super().__init__(in_features, out_features, device=device)
+        if gain is not None:
+            nn.init.orthogonal_(self.weight, gain=gain)
+            nn.init.zeros_(self.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x).float()
+
+
+def shared_torso(actor_net: nn.Module, critic_net: nn.Module) -> tuple[nn.Module, ...] | None:
+    """``(torso, actor_head, critic_head)`` when both networks are ``Sequential(torso, head)``
+    over the same torso (one torso pass serves both in the PPO loss), else None."""
+    if (
+        isinstance(actor_net, nn.Sequential)
+        and isinstance(critic_net, nn.Sequential)
+        and len(actor_net) == len(critic_net) == 2
+        and actor_net[0] is critic_net[0]
+    ):
+        return actor_net[0], actor_net[1], critic_net[1]
+    return None
+
+
+def has_image_encoder(module: nn.Module) -> bool:
+    """Whether ``module`` holds a :class:`NatureCNN` (what ``precision: auto`` looks for)."""
+    return any(isinstance(m, NatureCNN) for m in module.modules())

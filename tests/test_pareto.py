@@ -423,7 +423,7 @@ def test_a_point_is_suspect_when_its_greedy_episodes_run_on_or_its_values_disagr
     looped = check_run({"eval": {"eval/deterministic/episodes_ended": 0.0}}, 0.05)
     assert looped["suspect"] and looped["reasons"] == ["0% of greedy episodes terminated"]
     off = check_run({"eval": {"eval/deterministic/value_gap_mean": -0.3}}, 0.05)
-    assert off["suspect"] and off["reasons"] == ["|return - Q(start)| = 0.3 > 0.05"]
+    assert off["suspect"] and off["reasons"] == ["return - Q(start) = -0.3, beyond +-0.05"]
     assert not check_run({"eval": {"eval/deterministic/value_gap_mean": -0.3}}, 0.5)["suspect"]
 
     runs = [

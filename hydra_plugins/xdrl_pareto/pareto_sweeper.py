@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -25,6 +25,9 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from .settings import ParetoSettings
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +136,7 @@ class ParetoSweeper(Sweeper):
         log.info("Pareto sweep: %d weight vectors x %d jobs each", len(weights), len(combos))
         self._launch([[*c, weights_override(w)] for w in weights for c in combos])
 
-    def _run_ols(self, combos: list[list[str]], sweep_dir: Path, settings: Any) -> None:
+    def _run_ols(self, combos: list[list[str]], sweep_dir: Path, settings: ParetoSettings) -> None:
         """OLS rounds (see :func:`~xdrl.pareto.weights.optimistic_linear_support`); a suspect
         point is re-run once with seed + ``RETRY_SEED_OFFSET`` while ``max_jobs`` allows."""
         from xdrl.pareto.report import RETRY_SEED_OFFSET

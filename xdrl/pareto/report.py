@@ -54,7 +54,7 @@ def check_run(summary: dict[str, Any] | None, suspect_gap: float) -> dict[str, A
     if ended is not None and float(ended) < 1.0:
         reasons.append(f"{float(ended):.0%} of greedy episodes terminated")
     if gap is not None and abs(float(gap)) > suspect_gap:
-        reasons.append(f"|return - Q(start)| = {abs(float(gap)):.3g} > {suspect_gap:g}")
+        reasons.append(f"return - Q(start) = {float(gap):.3g}, beyond +-{suspect_gap:g}")
     return {
         "ended": None if ended is None else float(ended),
         "value_gap": None if gap is None else float(gap),

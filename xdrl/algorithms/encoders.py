@@ -14,16 +14,11 @@ from typing import Literal
 import torch
 from torch import nn
 
+from xdrl.envs import is_image_shape
 from xdrl.errors import ConfigError
 
 FEATURES = 512  # the Nature CNN's feature width
 _KEY = "algorithm.build.encoder"
-
-
-def is_image(shape: Sequence[int]) -> bool:
-    """Whether an unbatched observation shape is an image or a stack of images (3-D or 4-D);
-    the same rule as :func:`xdrl.envs.is_image_shape`."""
-    return len(shape) in (3, 4)
 
 
 def observation_shape(env) -> tuple[int, ...]:
@@ -36,7 +31,7 @@ def resolve_encoder(env, encoder: str) -> Literal["mlp", "cnn"]:
     """``auto``: a CNN for image observations, an MLP for vectors; a one-line error for a CNN
     on vectors or an MLP on images."""
     shape = observation_shape(env)
-    image = is_image(shape)
+    image = is_image_shape(shape)
     if encoder == "auto":
         return "cnn" if image else "mlp"
     if encoder == "cnn" and not image:

@@ -58,6 +58,17 @@ def compose_config(overrides: list[str], run_dir: Path) -> DictConfig:
         return compose("config", overrides=[*overrides, f"run_dir={run_dir}", "exp_name=test"])
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread() -> None:
+    """In-process training runs with one torch thread, as ``num_threads: auto`` gives the small
+    test networks from the console script (which the in-process ``xdrl.run.run`` skips): two
+    pytest workers with torch's default of one thread per core each oversubscribed the two
+    cores, and a 256-frame SAC preset took 94-120 s instead of about 1 s."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture
 def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
     """Compose the real config with overrides, output under tmp_path."""

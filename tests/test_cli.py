@@ -23,6 +23,8 @@ def test_default_job_writes_config_logs_and_summary(tmp_path: Path) -> None:
     assert summary["status"] == "completed"
     assert summary["total_frames"] == 512
     assert summary["frames_per_second"] > 0
+    # num_threads auto: one thread below 128 units (the default PPO network is 64 wide)
+    assert summary["segments"][-1]["torch_threads"] == 1
     assert "eval/deterministic/reward/episode_reward_mean" in summary["eval"]
     scalars = read_scalars(run_dir / "logs")
     assert scalars["counters/total_frames"] == [(0, 0.0), (256, 256.0), (512, 512.0)]

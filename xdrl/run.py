@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from xdrl.build import Run, build_trainer
@@ -235,6 +236,8 @@ class _Segment:
             ),
             "status": status,
             "resumed_from": self.run.resumed_from,
+            # what num_threads resolved to in this process (auto reads cores and load)
+            "torch_threads": torch.get_num_threads(),
         }
         segments = [*self.earlier, segment]
         summary: dict[str, Any] = {

@@ -136,3 +136,21 @@ def test_evaluation_rollout_matches_torchrl(env_id: str, builder, exploration) -
     assert done[:, -1].all() or theirs.shape[-1] == 80
     if env_id == "CartPole-v1":  # sub-envs ended at different steps: frozen rows exercised
         assert len(set(done.float().argmax(1).tolist())) > 1
+
+
+@pytest.mark.parametrize(
+    ("env_id", "builder"),
+    [("CartPole-v1", build), ("Pendulum-v1", sac.build), ("Pendulum-v1", td3.build)],
+)
+def test_tensor_path_replaces_the_tensordict_forward(env_id: str, builder, monkeypatch) -> None:
+    """The parity test above holds either way; this one shows the fast path really ran."""
+    env = make_env(env_id, num_envs=2, batching="vector", seed=0)
+    kwargs = {"minibatch_size": 8} if builder is build else {}
+    policy = builder(env, frames_per_batch=8, **kwargs).policy
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the TensorDict forward ran")
+
+    monkeypatch.setattr(type(policy), "forward", refuse)
+    batch = next(iter(VectorCollector(env, policy, frames_per_batch=8, total_frames=8)))
+    assert batch["action"].shape[:2] == (2, 4)

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
-from xdrl.threads import available_cores, cgroup_cpu_quota, hidden_sizes, resolve_num_threads
+from xdrl.threads import (
+    available_cores,
+    busy_cpus,
+    cgroup_cpu_quota,
+    hidden_sizes,
+    resolve_num_threads,
+    wants_cores,
+)
 
 
 @pytest.mark.parametrize(
@@ -73,3 +82,39 @@ def test_busy_cpus_are_not_counted_on_an_unpinned_process(tmp_path: Path, monkey
     assert resolve_num_threads("auto", [400, 300], available_cores(tmp_path, proc, load=1.2)) == 1
     monkeypatch.setattr(os, "cpu_count", lambda: 64)  # pinned to 2 of 64 CPUs (a SLURM job):
     assert available_cores(tmp_path, proc, load=40.0) == 2  # its cpuset is its own
+
+
+def test_busy_cpus_reads_the_non_idle_share_of_proc_stat(tmp_path: Path, monkeypatch) -> None:
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal: 1,000 jiffies pass, 300 of them idle
+    # or waiting on I/O, so 0.7 of the CPU time was busy: 1.4 of 2 CPUs
+    snapshots = iter(["cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 1 2 3\n",
+                      "cpu  500 0 400 900 200 0 0 0 0 0\ncpu0 1 2 3\n"])  # fmt: skip
+    stat.write_text(next(snapshots))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    slept = []
+
+    def sleep(seconds: float) -> None:  # the second snapshot appears while "sleeping"
+        slept.append(seconds)
+        stat.write_text(next(snapshots))
+
+    assert busy_cpus(stat, interval=0.25, sleep=sleep) == pytest.approx(1.4)
+    assert slept == [0.25]
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.0, 0.0))
+    assert busy_cpus(tmp_path / "missing", sleep=sleep) == 0.5  # no /proc: the load average
+
+
+def test_busy_cpus_sees_a_busy_loop() -> None:
+    """A real busy loop is counted (at least most of a core, however busy the machine is)."""
+    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        assert busy_cpus(interval=0.5) >= 0.7
+    finally:
+        loop.kill()
+        loop.wait()
+
+
+def test_the_load_is_measured_only_where_it_decides() -> None:
+    assert wants_cores("auto", [256, 256])
+    assert not wants_cores("auto", [64, 64])  # 1 thread whatever the cores
+    assert not wants_cores(2, [256, 256])  # an explicit count

@@ -8,11 +8,11 @@ several TensorDicts built and merged per step. This collector steps
 :class:`~xdrl.vector_env.VectorGymEnv`'s gymnasium envs directly, folds the transforms
 :func:`xdrl.envs.make_env` adds (float32 observation casts, ``StepCounter``, ``RewardSum``,
 ``LineariseRewards``, ``InitTracker``) into NumPy bookkeeping, samples actions through
-:meth:`~xdrl.algorithms.categorical_actor.CategoricalActor.sample`, writes into preallocated
+the policy's tensor path (:meth:`~xdrl.policy_types.TensorSampler.act`), writes into preallocated
 buffers and builds ONE TensorDict per batch, with the same keys, shapes and values as TorchRL's
 ``Collector(env, policy, track_traj_ids=False)`` over the same env, policy and seed (tested for
-PPO, DQN, SAC and TD3 policies, with and without random warm-up frames). Policies other than
-``CategoricalActor`` still run their TensorDict forward once per step, on one small TensorDict.
+PPO, DQN, SAC and TD3 policies, with and without random warm-up frames). Other policies (DQN's
+Q-value actor) still run their TensorDict forward once per step, on one small TensorDict.
 
 It is used when :func:`fits` says so (a ``VectorGymEnv`` with exactly those transforms and a
 TensorDict policy); everything else (``SerialEnv``/``ParallelEnv`` batching, observation
@@ -88,8 +88,8 @@ class VectorCollector(BaseCollector):
 
     Args:
         env: a :func:`xdrl.envs.make_env` env over ``VectorGymEnv`` (see :func:`fits`).
-        policy: a TensorDict policy; a :class:`~xdrl.policy_types.TensorSampler` (e.g.
-            :class:`~xdrl.algorithms.categorical_actor.CategoricalActor`) takes the fast path.
+        policy: a TensorDict policy; a :class:`~xdrl.policy_types.TensorSampler` (PPO's, A2C's,
+            SAC's and TD3's actors) takes the fast path.
         frames_per_batch: frames per yielded batch, a multiple of the env's batch size.
         total_frames: stop after this many frames.
         device: device of the policy's inputs and of the yielded batches.
@@ -243,11 +243,10 @@ class VectorCollector(BaseCollector):
         actions from the action spec while fewer than ``init_random_frames`` were collected."""
         random = self._frames * self.frame_skip < self.init_random_frames
         if isinstance(self.policy, TensorSampler) and not random:
-            if exploration_type() in (ExplorationType.RANDOM, None):
-                action, log_prob, logits = self.policy.sample(observation)
-            else:
-                action, log_prob, logits = self.policy.mode(observation)
-            return {"action": action, "action_log_prob": log_prob, "logits": logits}
+            explore = exploration_type() in (ExplorationType.RANDOM, None)
+            outputs = self.policy.act(observation, explore)
+            if outputs is not None:
+                return outputs
         n = observation.shape[0]
         flags = torch.zeros(n, 1, dtype=torch.bool, device=observation.device)
         step_count = torch.from_numpy(state["step_count"]).reshape(n, 1).to(observation.device)

@@ -11,16 +11,17 @@ import torch
 class TensorSampler:
     """A policy that also acts on plain tensors, skipping the TensorDict plumbing: the fast path
     of :class:`~xdrl.collector.VectorCollector`. Implemented by
-    :class:`~xdrl.algorithms.categorical_actor.CategoricalActor`.
+    :class:`~xdrl.algorithms.categorical_actor.CategoricalActor` (PPO, A2C),
+    :class:`~xdrl.algorithms.common.TanhNormalActor` (SAC) and
+    :class:`~xdrl.algorithms.td3.NoisyTanhActor` (TD3).
 
     Example:
-        >>> action, log_prob, logits = policy.sample(observations)  # [n, obs_dim] -> [n], ...
+        >>> outputs = policy.act(observations, explore=True)  # {"action": ..., ...}
     """
 
-    def sample(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sampled actions for a batch of observations: ``(action, log_prob, logits)``."""
-        raise NotImplementedError
-
-    def mode(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The most likely actions: ``(action, log_prob, logits)``."""
+    def act(self, observation: torch.Tensor, explore: bool) -> dict[str, torch.Tensor] | None:
+        """What the TensorDict forward writes for a batch of observations, key by key (the same
+        values for the same torch RNG state), under random (``explore``) or deterministic
+        exploration; None where this policy has no tensor path for that mode (the collector then
+        runs the TensorDict forward)."""
         raise NotImplementedError

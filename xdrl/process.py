@@ -32,15 +32,16 @@ def setup_process(cfg: DictConfig) -> ProcessSettings:
     import torch
 
     from xdrl.speedups import cache_missing_pandas
-    from xdrl.threads import available_cores, hidden_sizes, resolve_num_threads
+    from xdrl.threads import available_cores, hidden_sizes, resolve_num_threads, wants_cores
 
     logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
     cache_missing_pandas()  # tensordict looks pandas up on every module call (~10% of PPO time)
-    jobs, cores = concurrent_jobs(_hydra_launcher()), available_cores()
-    threads = resolve_num_threads(
-        cfg.num_threads, hidden_sizes(cfg.algorithm.build), max(1, cores // jobs)
-    )
-    if cfg.num_threads == "auto" and jobs > 1:
+    hidden = hidden_sizes(cfg.algorithm.build)
+    jobs = concurrent_jobs(_hydra_launcher())
+    measured = wants_cores(cfg.num_threads, hidden)
+    cores = available_cores() if measured else 1  # samples the load: only where it decides
+    threads = resolve_num_threads(cfg.num_threads, hidden, max(1, cores // jobs))
+    if measured and jobs > 1:
         log.info("num_threads auto: %d (%d cores shared by up to %d parallel jobs)", threads,
                  cores, jobs)  # fmt: skip
     torch.set_num_threads(threads)

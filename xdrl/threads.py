@@ -3,7 +3,8 @@
 Rule: 1 thread when the widest hidden layer is under 128 units or one core is available;
 otherwise ``min(cores, 2)``, where ``cores`` is what :func:`available_cores` finds this process
 may use: CPU affinity capped by a cgroup CPU quota and, on an unpinned process, by the cores
-other processes leave idle (the 1-minute load average). Small MLPs spend their time in per-op
+other processes leave idle (:func:`busy_cpus`: /proc/stat sampled over a quarter second; the
+1-minute load average where there is no /proc). Small MLPs spend their time in per-op
 overhead that more threads only add to; 256-wide layers on batches of 256 have enough work per
 matmul to split.
 
@@ -16,6 +17,9 @@ Measured on the 2-core machine (November 2026, quiet, A/B alternated):
   130 frames/s (quiet) to 29 beside one other job, below SB3's 101 at 1 thread; a SAC run beside
   two other helpers' jobs (load average 5-8) ran 7x slower at 2 threads than at 1. So ``auto``
   counts the cores others use.
+- Counted now, not over the last minute: the 1-minute load average still read 1.05 half a minute
+  after an SB3 run had ended on a quiet machine, so ``auto`` picked 1 thread and the SAC run above
+  went at 121 frames/s instead of 175 (same command, ``num_threads=1`` vs ``2``, back to back).
 - 64x64 PPO (CartPole, RL-Zoo settings): 1 thread is fastest.
 Only two cores were available to measure, so the cap at 2 is what was seen, not a bound proven
 for larger machines.
@@ -25,13 +29,22 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 WIDE = 128  # hidden width from which a second thread pays off (256 does, 64 does not)
 MAX_AUTO_THREADS = 2  # the most threads `auto` picks: the largest count measured to help
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")  # this process's cgroup path per hierarchy
+PROC_STAT = Path("/proc/stat")
+BUSY_SAMPLE_S = 0.25  # long enough to see a busy loop, short beside a run's start-up
+
+
+def wants_cores(value: int | str, hidden_sizes: Iterable[int]) -> bool:
+    """Whether :func:`resolve_num_threads` looks at the core count for this value (``auto`` on a
+    network wide enough for a second thread): only then is :func:`available_cores` measured."""
+    return value == "auto" and max(hidden_sizes, default=0) >= WIDE
 
 
 def resolve_num_threads(value: int | str, hidden_sizes: Iterable[int], cores: int) -> int:
@@ -62,9 +75,9 @@ def available_cores(
     cgroup v2 CPU quota of its cgroup and every parent (``cpu.max``: what ``docker --cpus``,
     Kubernetes limits and SLURM's CPU accounting set), rounded up to whole cores, and, when the
     process may run on every CPU of the machine (not pinned to a cpuset of its own), by the CPUs
-    other processes leave idle: CPUs minus the 1-minute load average (``load``; read from the
-    system when None), rounded to whole cores. A pinned process's cpuset is its own, so the
-    machine-wide load is not counted against it."""
+    other processes leave idle: CPUs minus the CPUs busy now (``load``; :func:`busy_cpus` when
+    None), rounded to whole cores. A pinned process's cpuset is its own, so the machine-wide load
+    is not counted against it."""
     total = os.cpu_count() or 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total
     quota = cgroup_cpu_quota(cgroup_root, proc_cgroup)
@@ -72,9 +85,40 @@ def available_cores(
         cores = min(cores, quota)
     if cores >= total:  # the whole machine: others' work shares it
         if load is None:
-            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+            load = busy_cpus()
         cores = min(cores, math.floor(total - load + 0.5))
     return max(1, cores)
+
+
+def busy_cpus(
+    stat: Path = PROC_STAT,
+    interval: float = BUSY_SAMPLE_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float:
+    """CPUs other processes keep busy now: the non-idle share of all CPUs' time in /proc/stat
+    over ``interval`` seconds (this process sleeps meanwhile), times the CPU count. Without
+    /proc/stat, the 1-minute load average (which still counts work that ended up to a minute
+    ago)."""
+    try:
+        before = _cpu_times(stat.read_text())
+        sleep(interval)
+        after = _cpu_times(stat.read_text())
+    except (OSError, ValueError):
+        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    total, idle = after[0] - before[0], after[1] - before[1]
+    if total <= 0:
+        return 0.0
+    return (os.cpu_count() or 1) * (total - idle) / total
+
+
+def _cpu_times(text: str) -> tuple[int, int]:
+    """``(all, idle)`` jiffies of the ``cpu`` line of /proc/stat (idle includes iowait)."""
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            values = [int(v) for v in fields[1:9]]  # user nice system idle iowait irq softirq steal
+            return sum(values), values[3] + values[4]
+    raise ValueError("no cpu line in /proc/stat")
 
 
 def cgroup_cpu_quota(

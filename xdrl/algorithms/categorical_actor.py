@@ -69,6 +69,12 @@ class CategoricalActor(ProbabilisticActor, TensorSampler):
         log_prob = logits.log_softmax(-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
         return action, log_prob, logits
 
+    def act(self, observation: torch.Tensor, explore: bool) -> dict[str, torch.Tensor]:
+        """:meth:`sample` (``explore``) or :meth:`mode` under TorchRL's keys (the collector's
+        fast path)."""
+        action, log_prob, logits = (self.sample if explore else self.mode)(observation)
+        return {"action": action, "action_log_prob": log_prob, "logits": logits}
+
     def log_prob_entropy(
         self, observation: torch.Tensor, action: torch.Tensor, entropy: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -15,12 +15,12 @@ from torchrl.modules import (
     ProbabilisticActor,
     QValueActor,
     TanhModule,
-    TanhNormal,
     ValueOperator,
 )
 
 from xdrl.algorithms.categorical_actor import CategoricalActor
 from xdrl.algorithms.encoders import FEATURES, Head, NatureCNN, observation_shape, resolve_encoder
+from xdrl.algorithms.tanh_normal_actor import TanhNormalActor
 from xdrl.errors import ConfigError
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
@@ -161,17 +161,11 @@ def stochastic_actor(
     return _tanh_normal_actor(env, net, device)
 
 
-def _tanh_normal_actor(env, net: nn.Module, device: str) -> ProbabilisticActor:
+def _tanh_normal_actor(env, net: nn.Module, device: str) -> TanhNormalActor:
     """A tanh-normal actor on ``net``'s ``(loc, scale)`` outputs, within the action bounds."""
-    spec = env.action_spec_unbatched
-    module = TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"])
-    return ProbabilisticActor(
-        module,
-        in_keys=["loc", "scale"],
-        spec=env.full_action_spec_unbatched,
-        distribution_class=TanhNormal,
-        distribution_kwargs={"low": spec.space.low.to(device), "high": spec.space.high.to(device)},
-        return_log_prob=True,
+    space = env.action_spec_unbatched.space
+    return TanhNormalActor(
+        net, env.full_action_spec_unbatched, space.low.to(device), space.high.to(device)
     )
 
 

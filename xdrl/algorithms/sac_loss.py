@@ -18,98 +18,15 @@ against ``SACLoss`` on fixed batches: same values and gradients (1e-6).
 
 from __future__ import annotations
 
-import math
-
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import NormalParamExtractor, TensorDictModule
-from torch import nn
-from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
-from torchrl.modules.distributions.utils import safetanh_noeps
+from torchrl.modules import ValueOperator
 from torchrl.objectives import SACLoss
 from torchrl.objectives.utils import distance_loss
 from torchrl.objectives.value import TD0Estimator
 
-from xdrl.algorithms.ensemble import (
-    Activation,
-    Layers,
-    ensemble_forward,
-    mlp_forward,
-    mlp_layout,
-    stacked_layers,
-)
-
-_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
-_LOG_2 = math.log(2.0)
-
-
-class TanhNormalHead:
-    """A ``TanhNormal`` actor (MLP, ``NormalParamExtractor``, ``TanhNormal(low, high)``) as
-    tensor functions: ``rsample_and_log_prob(observation)`` draws the same action and
-    log-density ``TanhNormal.rsample_and_log_prob`` draws (same random numbers, same formula:
-    the Normal's log-density minus the tanh and affine log-Jacobians), without building the
-    distribution object.
-
-    Args:
-        mlp: the actor's MLP (its ``Linear`` weights are used in place).
-        extractor: the ``NormalParamExtractor`` that follows it.
-        low: lower action bounds.
-        high: upper action bounds.
-
-    Example:
-        >>> head = TanhNormalHead.of(actor)  # None unless built like ``stochastic_actor``
-        >>> action, log_prob = head.rsample_and_log_prob(observation)
-    """
-
-    def __init__(self, mlp: nn.Module, extractor: nn.Module, low: torch.Tensor, high: torch.Tensor):
-        layout = mlp_layout(mlp)
-        assert layout is not None
-        names, self.act = layout
-        linears = [mlp.get_submodule(n) for n in names]
-        self.layers: Layers = [(m.weight, m.bias) for m in linears if isinstance(m, nn.Linear)]
-        self.extractor = extractor
-        self.shift = (high + low) / 2
-        self.half_range = (high - low) / 2
-        self.log_half_range = self.half_range.abs().log()
-
-    @classmethod
-    def of(cls, actor: nn.Module) -> TanhNormalHead | None:
-        """The head of an actor built like xdrl's ``stochastic_actor``, or None."""
-        if not isinstance(actor, ProbabilisticActor) or len(actor.module) != 2:
-            return None
-        head, dist = actor.module
-        if not isinstance(head, TensorDictModule) or list(head.in_keys) != ["observation"]:
-            return None
-        net = head.module
-        if (
-            list(head.out_keys) != ["loc", "scale"]
-            or not isinstance(net, nn.Sequential)
-            or len(net) != 2
-            or not isinstance(net[1], NormalParamExtractor)
-            or mlp_layout(net[0]) is None
-            or dist.distribution_class is not TanhNormal
-            or set(dist.distribution_kwargs) != {"low", "high"}
-            or list(actor.in_keys) != ["observation"]
-        ):
-            return None
-        kwargs = dist.distribution_kwargs
-        low, high = (torch.as_tensor(kwargs[k], dtype=torch.float32) for k in ("low", "high"))
-        if not bool((high > low).all()):
-            return None
-        return cls(net[0], net[1], low, high)
-
-    def rsample_and_log_prob(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterized action ``[B, d]`` and its log-density ``[B]``."""
-        loc, scale = self.extractor(mlp_forward(self.layers, self.act, observation))
-        eps = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
-        pre = loc + eps * scale
-        log_normal = -((pre - loc) ** 2) / (2 * scale**2) - scale.log() - _LOG_SQRT_2PI
-        squashed = safetanh_noeps(pre)
-        log_jacobian = 2.0 * (_LOG_2 - pre - nn.functional.softplus(-2.0 * pre))
-        log_jacobian = log_jacobian + self.log_half_range.to(pre.device).expand_as(pre)
-        action = self.shift.to(pre.device) + self.half_range.to(pre.device) * squashed
-        return action, log_normal.sum(-1) - log_jacobian.sum(-1)
-
+from xdrl.algorithms.ensemble import Activation, ensemble_forward, mlp_layout, stacked_layers
+from xdrl.algorithms.tanh_normal_actor import TanhNormalHead
 
 class LeanSACLoss(SACLoss):
     """``SACLoss`` with a tensor-level forward for xdrl's SAC networks (same arguments, same

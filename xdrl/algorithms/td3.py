@@ -8,7 +8,6 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import TensorDictSequential
 from torchrl.modules import AdditiveGaussianModule
 from torchrl.trainers import Trainer
 
@@ -22,6 +21,7 @@ from xdrl.algorithms.common import (
 )
 from xdrl.algorithms.off_policy import off_policy_parts, target_updater
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
+from xdrl.algorithms.td3_actor import NoisyTanhActor
 from xdrl.algorithms.td3_loss import LeanTD3Loss
 from xdrl.config_types import (
     Activation,
@@ -140,7 +140,7 @@ def build(
     updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1)
     return off_policy_parts(
         loss,
-        policy=TensorDictSequential(actor, noise),
+        policy=NoisyTanhActor(actor, noise),
         eval_policy=actor,
         updater=updater,
         frames_per_batch=frames_per_batch,

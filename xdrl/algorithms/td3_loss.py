@@ -84,7 +84,11 @@ class TanhActorHead:
     ) -> torch.Tensor:
         """Actions ``[B, d]`` for observations ``[B, obs_dim]``."""
         layers, low, high = actor
-        feature = mlp_forward(layers, self.act, observation).tanh()
+        return self.squash(mlp_forward(layers, self.act, observation), low, high)
+
+    def squash(self, param: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+        """The ``TanhModule``'s map from the MLP's output ``param`` to the action bounds."""
+        feature = param.tanh()
         if self.clamp:
             eps = torch.finfo(feature.dtype).resolution
             feature = feature.clamp(-1 + eps, 1 - eps)

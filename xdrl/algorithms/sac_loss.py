@@ -28,6 +28,7 @@ from torchrl.objectives.value import TD0Estimator
 from xdrl.algorithms.ensemble import Activation, ensemble_forward, mlp_layout, stacked_layers
 from xdrl.algorithms.tanh_normal_actor import TanhNormalHead
 
+
 class LeanSACLoss(SACLoss):
     """``SACLoss`` with a tensor-level forward for xdrl's SAC networks (same arguments, same
     outputs: ``loss_actor``, ``loss_qvalue``, ``loss_alpha``, ``alpha``, ``entropy``, and the

@@ -15,7 +15,7 @@ at 8, 32 and 128 envs, 32 steps each, whole-batch steps: SB3, xdrl, the floor; ~
 seed), ``time-to-475`` (the whole ``xdrl-train experiment=cartpole_ppo`` command against SB3
 from process start to its first eval >= 475), ``eval``, ``hook-overhead``, ``startup``, and the
 off-policy workloads ``sac``, ``td3``, ``dqn`` (SB3 at its better thread count, xdrl at its
-defaults; SAC also against the lean plain-PyTorch SAC floor of ``scripts/bench_loops.py``).
+defaults; SAC and TD3 also against the lean plain-PyTorch floors of ``scripts/bench_loops.py``).
 
 Usage:
     python scripts/bench.py --mode all --seeds 3      # ~30 min on 2 quiet cores
@@ -566,7 +566,7 @@ OFF_POLICY = {
             "algorithm.build.actor_cells=[400,300]",
             "algorithm.build.critic_cells=[400,300]",
         ],
-        "floor": None,
+        "floor": "td3-torch",
         "targets": {"ratio": 1.2},
         "workload": "Pendulum-v1, SB3's TD3 defaults (1 env, UTD 1, batch 256, [400, 300], "
         "policy delay 2, target noise 0.2 clipped at 0.5, exploration noise 0.1), 512 random "
@@ -592,7 +592,7 @@ def _baseline_keys(rows: list[dict[str, Any]]) -> tuple[str, ...]:
 
 def off_policy_throughput(mode: str, seeds: list[int], quick: bool) -> dict[str, Any]:
     """One off-policy workload (``OFF_POLICY[mode]``): SB3, xdrl-train at its defaults and, for
-    SAC, the plain-PyTorch floor, alternated per seed."""
+    SAC and TD3, the plain-PyTorch floor, alternated per seed."""
     spec = {**OFF_POLICY[mode]}
     if "sb3" in THREADS and len(spec["sb3_threads"]) > 1:
         spec["sb3_threads"] = THREADS["sb3"]

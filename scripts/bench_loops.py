@@ -13,6 +13,8 @@ training, no evaluation):
 - ``sac-torch``: the same kind of floor for SAC on Pendulum-v1 (1 env, UTD 1, batch 256, 256x256
   nets, ``--warmup`` random frames first) with xdrl's SAC maths, the workload of the
   benchmark's SAC mode.
+- ``td3-torch``: the floor for TD3 on Pendulum-v1 with SB3's TD3 defaults ([400, 300] nets,
+  policy delay 2) and xdrl's TD3 maths, the workload of the benchmark's TD3 mode.
 
 Usage: ``python scripts/bench_loops.py torchrl --seed 0 --frames 10240`` prints one JSON line;
 ``python scripts/bench_loops.py torch --frames 40960 --eval`` checks that the floor learns.
@@ -259,13 +261,15 @@ def _evaluate(actor: Callable[[torch.Tensor], torch.Tensor], seed: int, episodes
 
 
 class _TwinCritic(nn.Module):
-    """Two Q-networks ``[in] -> 256 -> 256 -> 1`` stored stacked and run as one ensemble: one
-    ``baddbmm`` per layer (xdrl's ``LeanSACLoss`` evaluates SACLoss's stacked critics the same
-    way). Each network starts from ``nn.Linear``'s default initialization."""
+    """Two Q-networks ``[in] -> cells... -> 1`` stored stacked and run as one ensemble: one
+    ``baddbmm`` per layer (xdrl's ``LeanSACLoss`` and ``LeanTD3Loss`` evaluate the losses'
+    stacked critics the same way). Each network starts from ``nn.Linear``'s default
+    initialization."""
 
-    def __init__(self, n_in: int, width: int = 256) -> None:
+    def __init__(self, n_in: int, cells: tuple[int, ...] = (256, 256)) -> None:
         super().__init__()
-        sizes = [(n_in, width), (width, width), (width, 1)]
+        widths = [n_in, *cells, 1]
+        sizes = list(zip(widths[:-1], widths[1:], strict=True))
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
         for fan_in, fan_out in sizes:
@@ -382,19 +386,98 @@ def sac_torch_loop(seed: int, frames: int, warmup: int) -> float:
     return frames / elapsed
 
 
+def td3_torch_loop(seed: int, frames: int, warmup: int) -> float:
+    """Lean plain PyTorch TD3 with xdrl's TD3 maths; returns frames/s.
+
+    The workload of the benchmark's TD3 mode (Pendulum-v1, SB3's TD3 defaults: 1 env, UTD 1,
+    batch 256, [400, 300] networks, policy delay 2, target noise 0.2 clipped at 0.5 and
+    exploration noise 0.1, in units of the action half-range 2, ``warmup`` random frames). The
+    maths of xdrl's ``td3`` (TorchRL's ``TD3Loss``): a tanh-squashed actor, twin critics, the
+    actor's loss against the first critic with detached parameters every second step, one Adam
+    over everything (lr 3e-4) and one backward of the summed losses per step, Polyak targets
+    (tau 0.005) for actor and critics every step. What makes it lean: the critics as one
+    ensemble (``_TwinCritic``), preallocated replay tensors, fused Adam, ``torch._foreach_lerp_``
+    for the targets, acting under ``inference_mode``.
+    """
+    import copy
+
+    import gymnasium as gym
+
+    torch.manual_seed(seed)
+    env = gym.make("Pendulum-v1")
+    obs_dim, act_dim, batch, gamma, tau, high = 3, 1, 256, 0.99, 0.005, 2.0
+    actor = nn.Sequential(
+        nn.Linear(obs_dim, 400), nn.ReLU(), nn.Linear(400, 300), nn.ReLU(),
+        nn.Linear(300, act_dim), nn.Tanh(),
+    )  # fmt: skip
+    critic = _TwinCritic(obs_dim + act_dim, (400, 300))
+    target_actor = copy.deepcopy(actor).requires_grad_(False)
+    target_critic = copy.deepcopy(critic).requires_grad_(False)
+    online = [*actor.parameters(), *critic.parameters()]
+    target = [*target_actor.parameters(), *target_critic.parameters()]
+    optim = torch.optim.Adam(online, lr=3e-4, fused=True)
+    storage = {
+        "obs": torch.zeros(frames, obs_dim),
+        "act": torch.zeros(frames, act_dim),
+        "rew": torch.zeros(frames, 1),
+        "next": torch.zeros(frames, obs_dim),
+        "term": torch.zeros(frames, 1),
+    }
+    obs_np, _ = env.reset(seed=seed)
+    start = time.perf_counter()
+    for step in range(frames):
+        obs = torch.from_numpy(obs_np.astype(np.float32))
+        if step < warmup:
+            action = torch.from_numpy(env.action_space.sample())
+        else:
+            with torch.inference_mode():
+                action = high * actor(obs[None])[0] + 0.1 * high * torch.randn(act_dim)
+                action = action.clamp(-high, high)
+        next_np, rew, term, trunc, _ = env.step(action.numpy())
+        storage["obs"][step] = obs
+        storage["act"][step] = action
+        storage["rew"][step] = float(rew)
+        storage["next"][step] = torch.from_numpy(next_np.astype(np.float32))
+        storage["term"][step] = float(term)
+        obs_np = env.reset()[0] if term or trunc else next_np
+        if step < warmup:
+            continue
+        idx = torch.randint(0, step + 1, (batch,))
+        o, a, r, n, d = (storage[key].index_select(0, idx) for key in storage)
+        with torch.no_grad():
+            noise = (torch.randn_like(a) * 0.2 * high).clamp(-0.5 * high, 0.5 * high)
+            next_action = (high * target_actor(n) + noise).clamp(-high, high)
+            next_value = target_critic(torch.cat([n, next_action], -1)).min(0)[0]
+            y = (r + gamma * (1 - d) * next_value).squeeze(-1)
+        q = critic(torch.cat([o, a], -1)).squeeze(-1)
+        loss = (q - y).pow(2).sum(0).mean()
+        if step % 2 == 0:
+            q1 = critic(torch.cat([o, high * actor(o)], -1), detach=True)[0]
+            loss = loss - q1.mean()
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(target, online, tau)
+    elapsed = time.perf_counter() - start
+    env.close()
+    return frames / elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("loop", choices=["torchrl", "torch", "sac-torch"])
+    parser.add_argument("loop", choices=["torchrl", "torch", "sac-torch", "td3-torch"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--frames", type=int, default=10_240)
-    parser.add_argument("--warmup", type=int, default=512, help="sac-torch: random frames first")
+    parser.add_argument("--warmup", type=int, default=512, help="sac-/td3-torch: warm-up frames")
     parser.add_argument("--envs", type=int, default=ENVS, help="torch: envs (x 32 frames/batch)")
     parser.add_argument("--eval", action="store_true", help="torch: 20-episode eval mean after")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    if args.loop == "sac-torch":
-        result = {"frames_per_second": sac_torch_loop(args.seed, args.frames, args.warmup)}
+    if args.loop in ("sac-torch", "td3-torch"):
+        loop = sac_torch_loop if args.loop == "sac-torch" else td3_torch_loop
+        result = {"frames_per_second": loop(args.seed, args.frames, args.warmup)}
     elif args.loop == "torchrl":
         result = {"frames_per_second": torchrl_loop(args.seed, args.frames)}
     else:

@@ -49,9 +49,9 @@ def test_gae_bootstraps_truncation_and_cuts_at_every_end() -> None:
     np.testing.assert_allclose(adv[:, 0], [a0, a1, a2], rtol=1e-6)
 
 
-def test_sac_floor_twin_critic_is_two_networks() -> None:
+def test_floor_twin_critic_is_two_networks() -> None:
     torch.manual_seed(0)
-    critic = loops._TwinCritic(4, width=16)
+    critic = loops._TwinCritic(4, cells=(16, 12))
     x = torch.randn(8, 4)
     out = critic(x)
     assert out.shape == (2, 8, 1)
@@ -62,3 +62,9 @@ def test_sac_floor_twin_critic_is_two_networks() -> None:
             h = torch.relu(h) if j < 2 else h
         torch.testing.assert_close(out[i], h)
     assert not torch.equal(out[0], out[1])  # two independently initialized networks
+
+
+def test_td3_floor_trains_past_its_warmup() -> None:
+    """The TD3 floor runs its whole loop (acting, delayed actor steps, targets) and reports a
+    rate."""
+    assert loops.td3_torch_loop(seed=0, frames=40, warmup=30) > 0

@@ -619,7 +619,7 @@ def off_policy_throughput(mode: str, seeds: list[int], quick: bool) -> dict[str,
                 "--learning-starts",
                 str(warmup),
             ),  # fmt: skip
-            "xdrl": lambda s=seed: xdrl(overrides, s)["frames_per_second"],
+            "xdrl": lambda s=seed: xdrl(overrides, s),
         }
         if "xdrl" in BASELINE:
             runs["baseline"] = lambda s=seed: xdrl(
@@ -631,12 +631,15 @@ def off_policy_throughput(mode: str, seeds: list[int], quick: bool) -> dict[str,
                 for n in spec["sb3_threads"]
             )
         out = _alternated(runs, seed)
+        summary = out["xdrl"]
+        out["xdrl"] = summary["frames_per_second"]
         sb = out["sb3"]["best"]
         row = {
             "seed": seed,
             "sb3_fps": sb,
             **{f"sb3_fps_{k}": v for k, v in out["sb3"].items() if k != "best"},
             "xdrl_fps": out["xdrl"],
+            "xdrl_threads": summary["segments"][-1].get("torch_threads"),  # what auto picked
             "torch_loop_fps": out.get("torch_loop"),
             "ratio": out["xdrl"] / sb,
             "torch_loop_ratio": out["torch_loop"] / sb if "torch_loop" in out else None,

@@ -90,3 +90,27 @@ def test_lean_soft_update_is_soft_update() -> None:
         ours["module", "0", "weight"], losses[0].qvalue_network_params["module", "0", "weight"]
     )
     env.close()
+
+
+def test_the_buffer_keeps_what_the_loss_reads() -> None:
+    """Off-policy buffers store the loss's ``in_keys`` only: a batch sampled from them gives the
+    same losses as the whole transitions do, and the other collected entries are not kept."""
+    env = make_env("Pendulum-v1", num_envs=2, batching="vector", seed=0)
+    parts = sac.build(env, frames_per_batch=8, batch_size=16, init_random_frames=0)
+    trainer_buffer = parts.modules["replay_buffer"]
+    buffer = trainer_buffer.replay_buffer
+    batch = env.rollout(20, parts.policy).reshape(-1)  # 40 whole transitions
+    assert len(set(batch.keys(True, True))) > len(parts.loss_module.in_keys)
+    buffer.extend(batch.clone())
+    stored = set(buffer[:].exclude("index").keys(True, True))
+    assert stored == set(parts.loss_module.in_keys)
+    torch.manual_seed(0)
+    sample = buffer.sample()
+    rows = batch[sample["index"]]
+    torch.manual_seed(1)
+    ours = parts.loss_module(sample)
+    torch.manual_seed(1)
+    theirs = parts.loss_module(rows)
+    for key in ("loss_actor", "loss_qvalue", "loss_alpha"):
+        torch.testing.assert_close(ours[key], theirs[key], rtol=0, atol=0, msg=key)
+    env.close()

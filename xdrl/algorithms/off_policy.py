@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from tensordict import NestedKey
 from torchrl.data import LazyTensorStorage
 from torchrl.objectives import HardUpdate, SoftUpdate
 from torchrl.trainers import ReplayBufferTrainer, TargetNetUpdaterHook, Trainer, TrainerHookBase
@@ -19,13 +20,18 @@ from xdrl.errors import ConfigError
 KEY = "algorithm.build"
 
 
-def replay_buffer(buffer_size: int, batch_size: int) -> ReplayBufferTrainer:
-    """A uniform replay buffer of ``buffer_size`` transitions, sampled ``batch_size`` at a time."""
+def replay_buffer(
+    buffer_size: int, batch_size: int, keys: Sequence[NestedKey] | None = None
+) -> ReplayBufferTrainer:
+    """A uniform replay buffer of ``buffer_size`` transitions, sampled ``batch_size`` at a time,
+    storing only ``keys`` when given (the loss's ``in_keys``)."""
     if batch_size > buffer_size:
         raise ConfigError(
             f"{KEY}.batch_size", f"must be in [1, buffer_size={buffer_size}], got {batch_size}"
         )
-    buffer = LeanReplayBuffer(storage=LazyTensorStorage(buffer_size), batch_size=batch_size)
+    buffer = LeanReplayBuffer(
+        storage=LazyTensorStorage(buffer_size), batch_size=batch_size, keys=keys
+    )
     return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
 
 
@@ -153,7 +159,7 @@ def off_policy_parts(
     """The parts of an off-policy method: a replay buffer (checkpointed), ``utd`` optimizer steps
     per collected frame, target updates by ``updater``, then ``extra_hooks``. ``frame_stack``:
     observations are stacks of that many frames, kept once each (:class:`FrameReplayBuffer`)."""
-    buffer: Any = replay_buffer(buffer_size, batch_size)
+    buffer: Any = replay_buffer(buffer_size, batch_size, getattr(loss_module, "in_keys", None))
     if frame_stack is not None:
         buffer = FrameReplayBuffer(buffer_size, batch_size, stack=frame_stack)
     return AlgorithmParts(

@@ -10,14 +10,20 @@ draws), gathers every stored tensor with one ``index_select`` and builds the bat
 once. It applies to the buffer xdrl builds (``LazyTensorStorage``, ``RandomSampler``, no
 transforms, prefetch, pinning or slice units); any other buffer samples through TorchRL. Tested
 against TorchRL's ``sample`` on the same seed: same keys, values, dtypes and indices.
+
+It also stores only the entries the loss reads (``keys``, the loss's ``in_keys``: observation,
+action, next observation, reward and done flags) instead of all ~19 the collector writes (policy
+outputs, step counts, episode returns, init flags): in a cProfile of the ``cartpole_dqn`` run
+(batches of 64, 128 steps per batch) gathering the 19 took 0.7 s of its 9.5 s of optimizer steps.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import NestedKey, TensorDict, TensorDictBase
 from torchrl.data import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
 
 
@@ -25,9 +31,27 @@ class LeanReplayBuffer(TensorDictReplayBuffer):
     """``TensorDictReplayBuffer`` whose uniform ``sample()`` gathers tensors directly (same
     arguments; same batches, with the ``index`` entry).
 
+    Args:
+        keys: the entries to store (the loss's ``in_keys``); None stores every entry of the
+            collected batches. Each stored entry costs one gather per sample and its memory.
+        **kwargs: ``TensorDictReplayBuffer``'s.
+
     Example:
-        >>> buffer = LeanReplayBuffer(storage=LazyTensorStorage(100_000), batch_size=256)
+        >>> buffer = LeanReplayBuffer(storage=LazyTensorStorage(100_000), batch_size=256,
+        ...                           keys=loss.in_keys)
     """
+
+    def __init__(self, *, keys: Sequence[NestedKey] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.keys = None if keys is None else list(keys)
+
+    def extend(
+        self, tensordicts: TensorDictBase, *, update_priority: bool | None = None
+    ) -> torch.Tensor:
+        """Store a flat batch of transitions (only :attr:`keys`, when given)."""
+        if self.keys is not None:
+            tensordicts = tensordicts.select(*self.keys)
+        return super().extend(tensordicts, update_priority=update_priority)
 
     def sample(
         self,

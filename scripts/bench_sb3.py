@@ -115,8 +115,16 @@ def atari_ppo(seed: int, env_id: str) -> PPO:
     )
 
 
-def sac(seed: int, n_envs: int, train_freq: int, gradient_steps: int, learning_starts: int) -> SAC:
-    env = make_vec_env("Pendulum-v1", n_envs=n_envs, seed=seed)
+def sac(
+    seed: int,
+    n_envs: int,
+    train_freq: int,
+    gradient_steps: int,
+    learning_starts: int,
+    env_id: str = "Pendulum-v1",
+) -> SAC:
+    """SB3's SAC defaults (RL-Zoo's HalfCheetah settings are these with 10k learning starts)."""
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     return SAC(
         "MlpPolicy",
         env,
@@ -211,6 +219,10 @@ def main() -> None:
         "--launched-at", type=float, default=None, help="time-to-475: parent's time.time()"
     )
     parser.add_argument("--sac-envs", type=int, default=1)
+    parser.add_argument("--sac-env-id", default="Pendulum-v1", help="sac: the env")
+    parser.add_argument(
+        "--final-eval", type=int, default=0, help="sac: deterministic eval episodes after"
+    )
     parser.add_argument("--learning-starts", type=int, default=1_000)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -266,6 +278,7 @@ def main() -> None:
                 train_freq=1,
                 gradient_steps=args.sac_envs,
                 learning_starts=args.learning_starts,
+                env_id=args.sac_env_id,
             )
         t0 = time.perf_counter()
         model.learn(args.frames)
@@ -275,6 +288,12 @@ def main() -> None:
             train_time_s=elapsed,
             frames_per_second=model.num_timesteps / elapsed,
         )
+        if args.final_eval and args.mode == "sac":
+            from stable_baselines3.common.evaluation import evaluate_policy
+
+            eval_env = make_vec_env(args.sac_env_id, n_envs=1, seed=args.seed + 10_000)
+            mean, std = evaluate_policy(model, eval_env, args.final_eval, deterministic=True)
+            result.update(final_eval_mean=float(mean), final_eval_std=float(std))
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 

@@ -204,3 +204,21 @@ def test_segments_of_a_summary_without_them_and_of_a_killed_segment(tmp_path: Pa
         "train_time_s": 2.0,
         "frames_per_second": round(1024 / 2.0, 1),  # frames of the timed segments / their time
     }
+
+
+def test_run_dir_holds_the_whole_run_record(tmp_path: Path) -> None:
+    """``run_dir=X`` puts the config record, the log, the summary and the checkpoints in X (no
+    time-stamped ``outputs/`` folder beside it, where two runs started in the same second used
+    to share one ``.hydra/``); ``run_dir`` and ``hydra.run.dir`` naming two folders is refused."""
+    run_dir = tmp_path / "runs" / "r"
+    out = run_cli([f"run_dir={run_dir}", *BASE, "algorithm.build.actor_cells=[32,32]"], tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert _cells(run_dir) == [32, 32]
+    assert read_summary(run_dir)["status"] == "completed"
+    assert list(run_dir.glob("*.log")) and (run_dir / "checkpoints").is_dir()
+    assert not (tmp_path / "outputs").exists()
+    out = run_cli([f"run_dir={run_dir}", f"hydra.run.dir={tmp_path / 'other'}", *BASE], tmp_path)
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("xdrl-train: config error: run_dir: ")
+    assert not (tmp_path / "other").exists()

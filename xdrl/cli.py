@@ -308,6 +308,7 @@ def run_command(args: list[str]) -> None:
     if "--help" in args or "-h" in args:
         print(_fast_help([a for a in args if a not in ("--help", "-h")]))
         return
+    args = sys.argv[1:] = _run_dir_is_hydra_dir(args)  # Hydra's main reads sys.argv
     if not any(a.startswith("-") for a in args):
         error = _precheck(args)
         if error is not None:
@@ -325,6 +326,28 @@ def run_command(args: list[str]) -> None:
         )
         raise SystemExit(130) from None
     _exit_if_sweep_interrupted()
+
+
+def _run_dir_is_hydra_dir(args: list[str]) -> list[str]:
+    """A single run's ``run_dir=X`` also names Hydra's run dir (``hydra.run.dir=X``), so the
+    run's config record (``.hydra/``), its log, lock, checkpoints and summary share one folder.
+    Without it Hydra made a time-stamped ``outputs/`` folder beside, and two runs started in the
+    same second wrote their configs into the same one. Both keys naming different folders is a
+    config error (exit 2)."""
+    if any(a in ("-m", "--multirun") for a in args):
+        return args
+    named = [a.split("=", 1)[1] for a in args if a.startswith("run_dir=")]
+    hydra_dir = [a.split("=", 1)[1] for a in args if a.startswith("hydra.run.dir=")]
+    if not named:
+        return args
+    if hydra_dir and os.path.abspath(hydra_dir[-1]) != os.path.abspath(named[-1]):
+        print(
+            f"xdrl-train: config error: run_dir: {named[-1]} is not hydra.run.dir="
+            f"{hydra_dir[-1]}; give one of the two (they name the same folder)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    return args if hydra_dir else [*args, f"hydra.run.dir={named[-1]}"]
 
 
 def _exit_if_sweep_interrupted() -> None:

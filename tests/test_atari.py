@@ -363,3 +363,21 @@ def test_a_game_mid_episode_is_saved_and_restored_exactly() -> None:
             game.reset()
             copy.reset()
     env.close()
+
+
+def test_heads_compute_in_float32_under_bf16_autocast() -> None:
+    """Logits and values keep float32's precision from bf16 features (not a bf16 matmul cast
+    up afterwards)."""
+    from xdrl.algorithms.encoders import Head
+
+    torch.manual_seed(0)
+    head = Head(512, 6, gain=1.0)
+    features = torch.randn(32, 512)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = head(features.bfloat16())
+    expected = torch.nn.functional.linear(features.bfloat16().float(), head.weight, head.bias)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # what the layer computed before
+        rounded = torch.nn.functional.linear(features, head.weight, head.bias).float()
+    assert (rounded - expected).abs().max() > 1e-3

@@ -110,8 +110,10 @@ class NatureCNN(nn.Module):
 
 
 class Head(nn.Linear):
-    """A linear output layer whose result is float32 also under bf16 autocast (logits, values
-    and Q-values feed softmaxes, GAE and TD targets).
+    """A linear output layer computed in float32 also under bf16 autocast (logits, values and
+    Q-values feed softmaxes, PPO's probability ratios, GAE and TD targets): autocast is switched
+    off for its matmul and the bf16 features are widened first. Casting a bf16 result to float32
+    afterwards, as this layer first did, keeps bf16's 8-bit mantissa in every logit and value.
 
     Args:
         in_features, out_features: as ``nn.Linear``.
@@ -136,7 +138,8 @@ class Head(nn.Linear):
             nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super().forward(x).float()
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return nn.functional.linear(x.float(), self.weight, self.bias)
 
 
 def shared_torso(actor_net: nn.Module, critic_net: nn.Module) -> tuple[nn.Module, ...] | None:

@@ -7,8 +7,9 @@ subprocesses (``summary.json``, CSV ``timers/*``) and, for the hook-overhead and
 modes, in this process. For every seed the two frameworks run one after the other, so machine
 load hits both alike (the order rotates with the seed); the ratios are the figures to read.
 
-Modes: ``atari`` (RL-Zoo's Atari PPO on Breakout: xdrl's ``atari_ppo`` at precision auto and
-fp32 against SB3's ``CnnPolicy``, 2 threads each; installs ale-py and OpenCV into .bench-venv),
+Modes: ``atari`` (RL-Zoo's Atari PPO on Breakout: xdrl's ``atari_ppo`` at its default precision
+(fp32) and at bf16 against SB3's ``CnnPolicy``, 2 threads each; installs ale-py and OpenCV into
+.bench-venv),
 ``ppo-throughput`` (RL-Zoo's CartPole PPO workload: SB3, xdrl, the bare TorchRL tutorial
 loop and the lean plain-PyTorch floor of ``scripts/bench_loops.py``), ``scale`` (the same PPO
 at 8, 32 and 128 envs, 32 steps each, whole-batch steps: SB3, xdrl, the floor; ~5 min with one
@@ -704,9 +705,9 @@ def halfcheetah_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
 
 
 def atari_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
-    """xdrl's ``atari_ppo`` (precision auto, and fp32) against SB3's PPO with RL-Zoo's Atari
-    settings on Breakout, 2 torch threads each, the same number of agent steps; frames/s count
-    emulator frames (4 per agent step), training time only."""
+    """xdrl's ``atari_ppo`` (its default precision, fp32, and bf16) against SB3's PPO with
+    RL-Zoo's Atari settings on Breakout, 2 torch threads each, the same number of agent steps;
+    frames/s count emulator frames (4 per agent step), training time only."""
     ensure_atari_in_bench_venv()
     steps = 2_048 if quick else 8_192  # agent steps: 2 or 8 batches of 8 envs x 128
     common = [
@@ -720,22 +721,22 @@ def atari_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
     rows = []
     for seed in seeds:
         runs: dict[str, Any] = {}
-        order = ["sb3", "xdrl", "xdrl_fp32"]
+        order = ["sb3", "xdrl", "xdrl_bf16"]
         for name in order[seed % 3 :] + order[: seed % 3]:
             if name == "sb3":
                 args = ["--frames", str(steps), "--threads", "2"]
                 runs[name] = sb3("atari", seed, *args)["frames_per_second"]
             else:
-                extra = ["precision=fp32"] if name == "xdrl_fp32" else []
+                extra = ["precision=bf16"] if name == "xdrl_bf16" else []
                 runs[name] = xdrl([*common, *extra], seed)["frames_per_second"]
         rows.append(
             {
                 "seed": seed,
                 "sb3_fps": runs["sb3"],
                 "xdrl_fps": runs["xdrl"],
-                "xdrl_fp32_fps": runs["xdrl_fp32"],
+                "xdrl_bf16_fps": runs["xdrl_bf16"],
                 "ratio": runs["xdrl"] / runs["sb3"],
-                "fp32_ratio": runs["xdrl_fp32"] / runs["sb3"],
+                "bf16_ratio": runs["xdrl_bf16"] / runs["sb3"],
                 "torch_loop_fps": None,
                 "torch_loop_ratio": None,
                 "load_average": os.getloadavg()[0],
@@ -745,7 +746,7 @@ def atari_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
     return {
         "agent_steps": steps,
         "runs": rows,
-        **_medians(rows, "xdrl_fp32_fps", "fp32_ratio"),
+        **_medians(rows, "xdrl_bf16_fps", "bf16_ratio"),
         "target": ">= 1.5 (frames/s, 2 threads each)",
         "workload": "Breakout, RL-Zoo atari PPO: 8 envs x 128 steps, 4 epochs x 4 minibatches, "
         f"Nature CNN, {steps} agent steps ({4 * steps} frames)",
@@ -970,10 +971,10 @@ def markdown(results: dict[str, Any], command: str) -> str:
         a = r["atari"]
         row(
             f"Atari PPO frames/s (Breakout, RL-Zoo atari settings, {a['agent_steps']} agent "
-            "steps, 2 threads each; xdrl precision auto, fp32 in brackets)",
+            "steps, 2 threads each; xdrl at its default fp32, precision=bf16 in brackets)",
             _fmt(a["sb3_fps"], 0),
-            f"{_fmt(a['xdrl_fps'], 0)} ({_fmt(a['xdrl_fp32_fps'], 0)})",
-            f"{_fmt(a['ratio'])} ({_fmt(a['fp32_ratio'])})",
+            f"{_fmt(a['xdrl_fps'], 0)} ({_fmt(a.get('xdrl_bf16_fps'), 0)})",
+            f"{_fmt(a['ratio'])} ({_fmt(a.get('bf16_ratio'))})",
             ">= 1.5",
             _at_least(a["ratio"], 1.5),
         )

@@ -17,7 +17,6 @@ from torchrl.envs.utils import ExplorationType
 from torchrl.trainers import LRSchedulerHook, Trainer
 
 from xdrl.algorithms.common import AlgorithmParts
-from xdrl.algorithms.encoders import has_image_encoder
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.checkpointing import (
     BEST_METRIC,
@@ -34,7 +33,7 @@ from xdrl.envs import reward_weights_of
 from xdrl.errors import ConfigError, first_line
 from xdrl.evaluation_history import EvaluationHistory
 from xdrl.loggers import WandbLogger, log_config, stable_run_id
-from xdrl.precision import Precision, resolve_precision
+from xdrl.precision import Precision, device_has_bf16, resolve_precision
 from xdrl.trainer import XdrlTrainer
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
@@ -345,12 +344,11 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
             trainer.register_op(stage, hook)
     for name, module in parts.modules.items():
         trainer.register_module(name, module)
-    precision = resolve_precision(
-        cfg.precision,
-        cfg.device,
-        has_image_encoder(parts.loss_module) or has_image_encoder(parts.policy),
-    )
+    precision = resolve_precision(cfg.precision)
     log.info("Precision: %s (precision=%s)", precision, cfg.precision)
+    if precision == "bf16" and not device_has_bf16(cfg.device):
+        log.warning("precision=bf16 on %s without native bf16 arithmetic: slower than fp32",
+                    cfg.device)  # fmt: skip
     env_state = EnvState(train_env, collector, eval_set.environment if eval_set else None)
     trainer.register_module("env_state", env_state)  # envs mid-episode: an exact resume
     schedule = _lr_schedule(cfg, optimizer)

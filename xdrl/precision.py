@@ -1,12 +1,15 @@
-"""``precision: auto | fp32 | bf16``: bfloat16 autocast for the networks where the hardware has
-native bf16 arithmetic.
+"""``precision: auto | fp32 | bf16``: float32, or bfloat16 autocast for the networks.
 
-Why: one Nature-CNN Adam step on 256 stacked 84x84 frames took 98 ms in float32 and 56 ms under
-``torch.autocast("cpu", torch.bfloat16)`` on this project's AMD EPYC (AVX-512 BF16, 2 threads,
-same run: 1.74x), while a 256-wide MLP step gained ~8% (1.3 ms vs 1.2 ms). So ``auto`` picks
-bf16 only for runs with an image encoder on a CPU with AVX-512 BF16 or AMX, or a CUDA GPU with
-bf16 support; fp32 elsewhere. Parameters, optimizer state, losses and output heads stay float32
-(:class:`~xdrl.algorithms.encoders.Head`); only the matrix products run in bf16.
+Why bf16 is only opt-in: one Nature-CNN Adam step on 256 stacked 84x84 frames took 98 ms in
+float32 and 56 ms under ``torch.autocast("cpu", torch.bfloat16)`` on this project's AMD EPYC
+(AVX-512 BF16, 2 threads, same run: 1.74x), and the whole ``atari_ppo`` loop ran 1.52x faster
+(``scripts/bench.py --mode atari``). But in a same-seed comparison on Breakout (``atari_ppo``,
+seed 0, 1 thread each, side by side) fp32's training return per life rose from 0.38 to 1.41 in
+250k agent steps while bf16's stayed at 0.25-0.38, with bf16 output heads and with float32 ones
+(:class:`~xdrl.algorithms.encoders.Head`); Pong under bf16 had not won a point by 1M agent
+steps. So ``auto`` is fp32 everywhere until a bf16 run is shown to learn as well; ``bf16`` runs
+the matrix products in bf16 (slow where the hardware has no native bf16 arithmetic: the run
+logs a warning), with parameters, optimizer state, losses and output heads in float32.
 """
 
 from __future__ import annotations
@@ -41,10 +44,9 @@ def device_has_bf16(device: str) -> bool:
     return device == "cpu" and cpu_has_bf16()
 
 
-def resolve_precision(setting: str, device: str, image_encoder: bool) -> Precision:
-    """``fp32`` or ``bf16`` for the ``precision`` setting (module docstring for ``auto``)."""
-    if setting == "auto":
-        return "bf16" if image_encoder and device_has_bf16(device) else "fp32"
+def resolve_precision(setting: str) -> Precision:
+    """``fp32`` or ``bf16`` for the ``precision`` setting: ``auto`` is fp32 (module
+    docstring)."""
     return "bf16" if setting == "bf16" else "fp32"
 
 

@@ -156,5 +156,5 @@ def shared_torso(actor_net: nn.Module, critic_net: nn.Module) -> tuple[nn.Module
 
 
 def has_image_encoder(module: nn.Module) -> bool:
-    """Whether ``module`` holds a :class:`NatureCNN` (what ``precision: auto`` looks for)."""
+    """Whether ``module`` holds a :class:`NatureCNN`."""
     return any(isinstance(m, NatureCNN) for m in module.modules())

@@ -65,26 +65,19 @@ EVAL_KEY = "eval/deterministic/reward/episode_reward_mean"
 
 
 # Environment set-up
-ATARI_PACKAGES = ["ale-py", "opencv-python-headless"]  # SB3's AtariWrapper needs cv2
-MUJOCO_PACKAGES = ["mujoco", "imageio", "packaging"]  # what gymnasium's MuJoCo envs import
+# extras some modes need in .bench-venv: (modules to import, pip packages that provide them)
+ATARI_EXTRA = ("ale_py, cv2", ["ale-py", "opencv-python-headless"])  # SB3's AtariWrapper: cv2
+MUJOCO_EXTRA = ("mujoco, imageio, packaging", ["mujoco", "imageio", "packaging"])  # gymnasium's
 
 
-def ensure_atari_in_bench_venv() -> None:
-    """ale-py and OpenCV in .bench-venv (the atari mode only)."""
-    if _run([str(BENCH_PY), "-c", "import ale_py, cv2"]).returncode == 0:
+def ensure_in_bench_venv(extra: tuple[str, list[str]]) -> None:
+    """Install ``extra``'s packages into .bench-venv unless its modules already import."""
+    modules, packages = extra
+    if _run([str(BENCH_PY), "-c", f"import {modules}"]).returncode == 0:
         return
     constraints = str(ROOT / "constraints-cpu.txt")
     pip = [str(BENCH_PY), "-m", "pip", "install", "--quiet", "-c", constraints]
-    subprocess.run([*pip, *ATARI_PACKAGES], check=True)
-
-
-def ensure_mujoco_in_bench_venv() -> None:
-    """MuJoCo in .bench-venv (the halfcheetah mode only)."""
-    if _run([str(BENCH_PY), "-c", "import mujoco, imageio, packaging"]).returncode == 0:
-        return
-    constraints = str(ROOT / "constraints-cpu.txt")
-    pip = [str(BENCH_PY), "-m", "pip", "install", "--quiet", "-c", constraints]
-    subprocess.run([*pip, *MUJOCO_PACKAGES], check=True)
+    subprocess.run([*pip, *packages], check=True)
 
 
 def ensure_bench_venv() -> None:
@@ -590,6 +583,7 @@ OFF_POLICY = {
         "sb3_threads": (1, 2),
         "sb3_mode": "sac",
         "sb3_args": ["--sac-env-id", "HalfCheetah-v5"],
+        "bench_venv_extra": MUJOCO_EXTRA,
         "overrides": ["env=halfcheetah", "algorithm=sac"],
         "floor": None,
         "targets": {},
@@ -621,8 +615,8 @@ def off_policy_throughput(mode: str, seeds: list[int], quick: bool) -> dict[str,
     spec = {**OFF_POLICY[mode]}
     if "sb3" in THREADS and len(spec["sb3_threads"]) > 1:
         spec["sb3_threads"] = THREADS["sb3"]
-    if mode == "halfcheetah":
-        ensure_mujoco_in_bench_venv()
+    if "bench_venv_extra" in spec:
+        ensure_in_bench_venv(spec["bench_venv_extra"])
     frames = spec["frames"] * 2 // 3 if quick else spec["frames"]
     warmup = spec["warmup"]
     overrides = [*spec["overrides"], f"total_frames={frames}", "eval=none"]
@@ -660,18 +654,18 @@ def off_policy_throughput(mode: str, seeds: list[int], quick: bool) -> dict[str,
             )
         out = _alternated(runs, seed)
         summary = out["xdrl"]
-        out["xdrl"] = summary["frames_per_second"]
+        fps = summary["frames_per_second"]
         sb = out["sb3"]["best"]
         row = {
             "seed": seed,
             "sb3_fps": sb,
             **{f"sb3_fps_{k}": v for k, v in out["sb3"].items() if k != "best"},
-            "xdrl_fps": out["xdrl"],
+            "xdrl_fps": fps,
             "xdrl_threads": summary["segments"][-1].get("torch_threads"),  # what auto picked
             "torch_loop_fps": out.get("torch_loop"),
-            "ratio": out["xdrl"] / sb,
+            "ratio": fps / sb,
             "torch_loop_ratio": out["torch_loop"] / sb if "torch_loop" in out else None,
-            "xdrl_vs_torch_loop": out["xdrl"] / out["torch_loop"] if "torch_loop" in out else None,
+            "xdrl_vs_torch_loop": fps / out["torch_loop"] if "torch_loop" in out else None,
         }
         if "baseline" in out:
             row.update(baseline_fps=out["baseline"], baseline_ratio=out["baseline"] / sb)
@@ -708,7 +702,7 @@ def atari_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
     """xdrl's ``atari_ppo`` (its default precision, fp32, and bf16) against SB3's PPO with
     RL-Zoo's Atari settings on Breakout, 2 torch threads each, the same number of agent steps;
     frames/s count emulator frames (4 per agent step), training time only."""
-    ensure_atari_in_bench_venv()
+    ensure_in_bench_venv(ATARI_EXTRA)
     steps = 2_048 if quick else 8_192  # agent steps: 2 or 8 batches of 8 envs x 128
     common = [
         "experiment=atari_ppo",

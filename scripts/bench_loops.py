@@ -26,7 +26,7 @@ import argparse
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -293,6 +293,42 @@ class _TwinCritic(nn.Module):
 SCALE_BIAS = math.log(math.expm1(1.0 - 0.01))  # softplus(0 + bias) + 0.01 == 1: xdrl's scale map
 
 
+def _replay_minibatches(
+    env, seed: int, frames: int, warmup: int, act: Callable[[torch.Tensor], torch.Tensor]
+) -> Iterator[tuple[int, tuple[torch.Tensor, ...]]]:
+    """One env stepped ``frames`` times, each transition stored in preallocated tensors; after
+    ``warmup`` random frames, actions come from ``act(observation [1, obs_dim])`` (called under
+    ``inference_mode``) and every step yields ``(step, (obs, action, reward, next_obs,
+    terminated))``: a uniform minibatch of 256 of the transitions stored so far."""
+    obs_dim = env.observation_space.shape[0]
+    act_dim = env.action_space.shape[0]
+    storage = {
+        "obs": torch.zeros(frames, obs_dim),
+        "act": torch.zeros(frames, act_dim),
+        "rew": torch.zeros(frames, 1),
+        "next": torch.zeros(frames, obs_dim),
+        "term": torch.zeros(frames, 1),
+    }
+    obs_np, _ = env.reset(seed=seed)
+    for step in range(frames):
+        obs = torch.from_numpy(obs_np.astype(np.float32))
+        if step < warmup:
+            action = torch.from_numpy(env.action_space.sample())
+        else:
+            with torch.inference_mode():
+                action = act(obs[None])[0]
+        next_np, rew, term, trunc, _ = env.step(action.numpy())
+        storage["obs"][step] = obs
+        storage["act"][step] = action
+        storage["rew"][step] = float(rew)
+        storage["next"][step] = torch.from_numpy(next_np.astype(np.float32))
+        storage["term"][step] = float(term)
+        obs_np = env.reset()[0] if term or trunc else next_np
+        if step >= warmup:
+            idx = torch.randint(0, step + 1, (256,))
+            yield step, tuple(storage[key].index_select(0, idx) for key in storage)
+
+
 def sac_torch_loop(seed: int, frames: int, warmup: int) -> float:
     """Lean plain PyTorch SAC with xdrl's SAC maths; returns frames/s.
 
@@ -312,7 +348,7 @@ def sac_torch_loop(seed: int, frames: int, warmup: int) -> float:
 
     torch.manual_seed(seed)
     env = gym.make("Pendulum-v1")
-    obs_dim, act_dim, batch, gamma, tau = 3, 1, 256, 0.99, 0.005
+    obs_dim, act_dim, gamma, tau = 3, 1, 0.99, 0.005
     actor = nn.Sequential(
         nn.Linear(obs_dim, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
         nn.Linear(256, 2 * act_dim),
@@ -326,13 +362,6 @@ def sac_torch_loop(seed: int, frames: int, warmup: int) -> float:
     target, online = list(target_critic.parameters()), list(critic.parameters())
     log_alpha = nn.Parameter(torch.zeros(()))
     optim = torch.optim.Adam([*actor.parameters(), *online, log_alpha], lr=3e-4, fused=True)
-    storage = {
-        "obs": torch.zeros(frames, obs_dim),
-        "act": torch.zeros(frames, act_dim),
-        "rew": torch.zeros(frames, 1),
-        "next": torch.zeros(frames, obs_dim),
-        "term": torch.zeros(frames, 1),
-    }
     half_log_2pi = 0.5 * math.log(2 * math.pi)
 
     def sample(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -344,26 +373,9 @@ def sac_torch_loop(seed: int, frames: int, warmup: int) -> float:
         log_det = log_det + math.log(2.0)  # the affine map from [-1, 1] to [-2, 2]
         return 2.0 * torch.tanh(pre), (log_prob - log_det).sum(-1)
 
-    obs_np, _ = env.reset(seed=seed)
+    batches = _replay_minibatches(env, seed, frames, warmup, lambda obs: sample(obs)[0])
     start = time.perf_counter()
-    for step in range(frames):
-        obs = torch.from_numpy(obs_np.astype(np.float32))
-        if step < warmup:
-            action = torch.from_numpy(env.action_space.sample())
-        else:
-            with torch.inference_mode():
-                action = sample(obs[None])[0][0]
-        next_np, rew, term, trunc, _ = env.step(action.numpy())
-        storage["obs"][step] = obs
-        storage["act"][step] = action
-        storage["rew"][step] = float(rew)
-        storage["next"][step] = torch.from_numpy(next_np.astype(np.float32))
-        storage["term"][step] = float(term)
-        obs_np = env.reset()[0] if term or trunc else next_np
-        if step < warmup:
-            continue
-        idx = torch.randint(0, step + 1, (batch,))
-        o, a, r, n, d = (storage[key].index_select(0, idx) for key in storage)
+    for _, (o, a, r, n, d) in batches:
         alpha = log_alpha.detach().exp()
         with torch.no_grad():
             next_action, next_log_prob = sample(n)
@@ -405,7 +417,7 @@ def td3_torch_loop(seed: int, frames: int, warmup: int) -> float:
 
     torch.manual_seed(seed)
     env = gym.make("Pendulum-v1")
-    obs_dim, act_dim, batch, gamma, tau, high = 3, 1, 256, 0.99, 0.005, 2.0
+    obs_dim, act_dim, gamma, tau, high = 3, 1, 0.99, 0.005, 2.0
     actor = nn.Sequential(
         nn.Linear(obs_dim, 400), nn.ReLU(), nn.Linear(400, 300), nn.ReLU(),
         nn.Linear(300, act_dim), nn.Tanh(),
@@ -416,34 +428,13 @@ def td3_torch_loop(seed: int, frames: int, warmup: int) -> float:
     online = [*actor.parameters(), *critic.parameters()]
     target = [*target_actor.parameters(), *target_critic.parameters()]
     optim = torch.optim.Adam(online, lr=3e-4, fused=True)
-    storage = {
-        "obs": torch.zeros(frames, obs_dim),
-        "act": torch.zeros(frames, act_dim),
-        "rew": torch.zeros(frames, 1),
-        "next": torch.zeros(frames, obs_dim),
-        "term": torch.zeros(frames, 1),
-    }
-    obs_np, _ = env.reset(seed=seed)
+
+    def explore(obs: torch.Tensor) -> torch.Tensor:
+        action = high * actor(obs) + 0.1 * high * torch.randn(act_dim)
+        return action.clamp(-high, high)
+
     start = time.perf_counter()
-    for step in range(frames):
-        obs = torch.from_numpy(obs_np.astype(np.float32))
-        if step < warmup:
-            action = torch.from_numpy(env.action_space.sample())
-        else:
-            with torch.inference_mode():
-                action = high * actor(obs[None])[0] + 0.1 * high * torch.randn(act_dim)
-                action = action.clamp(-high, high)
-        next_np, rew, term, trunc, _ = env.step(action.numpy())
-        storage["obs"][step] = obs
-        storage["act"][step] = action
-        storage["rew"][step] = float(rew)
-        storage["next"][step] = torch.from_numpy(next_np.astype(np.float32))
-        storage["term"][step] = float(term)
-        obs_np = env.reset()[0] if term or trunc else next_np
-        if step < warmup:
-            continue
-        idx = torch.randint(0, step + 1, (batch,))
-        o, a, r, n, d = (storage[key].index_select(0, idx) for key in storage)
+    for step, (o, a, r, n, d) in _replay_minibatches(env, seed, frames, warmup, explore):
         with torch.no_grad():
             noise = (torch.randn_like(a) * 0.2 * high).clamp(-0.5 * high, 0.5 * high)
             next_action = (high * target_actor(n) + noise).clamp(-high, high)

@@ -68,3 +68,29 @@ def test_td3_floor_trains_past_its_warmup() -> None:
     """The TD3 floor runs its whole loop (acting, delayed actor steps, targets) and reports a
     rate."""
     assert loops.td3_torch_loop(seed=0, frames=40, warmup=30) > 0
+
+
+def test_floor_replay_stores_the_transitions_it_stepped() -> None:
+    """The SAC/TD3 floors' replay: after the random warm-up the policy acts, and every sampled
+    row is a real Pendulum transition (its reward is Pendulum's cost of the stored observation
+    and action, worked out here from gymnasium's formula; Pendulum never terminates)."""
+    import gymnasium as gym
+
+    env = gym.make("Pendulum-v1")
+    calls = []
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        calls.append(obs.shape)
+        return torch.full((1, 1), 0.5)
+
+    steps = []
+    for step, (o, a, r, n, d) in loops._replay_minibatches(env, 0, 300, 260, act):
+        steps.append(step)
+        assert o.shape == (256, 3) and a.shape == (256, 1) and n.shape == (256, 3)
+        theta = torch.atan2(o[:, 1], o[:, 0])
+        cost = theta**2 + 0.1 * o[:, 2] ** 2 + 0.001 * a[:, 0].clamp(-2, 2) ** 2
+        torch.testing.assert_close(r[:, 0], -cost, rtol=1e-4, atol=1e-4)
+        assert not d.any()
+    assert steps == list(range(260, 300))
+    assert calls == [(1, 3)] * 40  # the policy acts on every step after the warm-up
+    env.close()

@@ -178,6 +178,14 @@ def _precheck(args: list[str]) -> str | None:
         return first_line(err) if str(err).strip() else None
     try:
         run_dir, job_name = str(cfg.hydra.run.dir), str(cfg.hydra.job.name)
+        if not OmegaConf.is_interpolation(cfg, "run_dir") and (
+            os.path.abspath(str(cfg.run_dir)) != os.path.abspath(run_dir)
+        ):
+            raise ConfigError(
+                "run_dir",
+                f"{cfg.run_dir} is not hydra.run.dir={run_dir}; give one of the two (they name "
+                "the same folder)",
+            )
         check_writable_dir(run_dir, "hydra.run.dir")
         with open_dict(cfg):
             del cfg["hydra"]
@@ -332,22 +340,14 @@ def _run_dir_is_hydra_dir(args: list[str]) -> list[str]:
     """A single run's ``run_dir=X`` also names Hydra's run dir (``hydra.run.dir=X``), so the
     run's config record (``.hydra/``), its log, lock, checkpoints and summary share one folder.
     Without it Hydra made a time-stamped ``outputs/`` folder beside, and two runs started in the
-    same second wrote their configs into the same one. Both keys naming different folders is a
-    config error (exit 2)."""
-    if any(a in ("-m", "--multirun") for a in args):
+    same second wrote their configs into the same one. When both are given, :func:`_precheck`
+    refuses two different folders."""
+    if any(a in ("-m", "--multirun") for a in args) or any(
+        a.startswith("hydra.run.dir=") for a in args
+    ):
         return args
     named = [a.split("=", 1)[1] for a in args if a.startswith("run_dir=")]
-    hydra_dir = [a.split("=", 1)[1] for a in args if a.startswith("hydra.run.dir=")]
-    if not named:
-        return args
-    if hydra_dir and os.path.abspath(hydra_dir[-1]) != os.path.abspath(named[-1]):
-        print(
-            f"xdrl-train: config error: run_dir: {named[-1]} is not hydra.run.dir="
-            f"{hydra_dir[-1]}; give one of the two (they name the same folder)",
-            file=sys.stderr,
-        )
-        raise SystemExit(2)
-    return args if hydra_dir else [*args, f"hydra.run.dir={named[-1]}"]
+    return [*args, f"hydra.run.dir={named[-1]}"] if named else args
 
 
 def _exit_if_sweep_interrupted() -> None:

@@ -129,6 +129,8 @@ class TanhNormalActor(ProbabilisticActor, TensorSampler):
             distribution_kwargs={"low": low, "high": high},
             return_log_prob=True,
         )
+        # the parameter tensors are updated in place, so the tensor path is looked up once
+        self._tensor_head = TanhNormalHead.of(self)
 
     def act(self, observation: torch.Tensor, explore: bool) -> dict[str, torch.Tensor] | None:
         """A sampled action with its log-density and the Normal's parameters (``explore``); None
@@ -140,12 +142,7 @@ class TanhNormalActor(ProbabilisticActor, TensorSampler):
         through the inverse tanh, which agrees to float rounding (tested) but not in
         saturation. The record of a batch keeps it; no loss reads it.
         """
-        if not explore:
+        if not explore or self._tensor_head is None:
             return None
-        head = self.__dict__.get("_tensor_head", False)
-        if head is False:  # looked up once: parameters are updated in place
-            head = self.__dict__["_tensor_head"] = TanhNormalHead.of(self)
-        if head is None:
-            return None
-        action, log_prob, loc, scale = head.sample(observation)
+        action, log_prob, loc, scale = self._tensor_head.sample(observation)
         return {"loc": loc, "scale": scale, "action": action, "action_log_prob": log_prob}

@@ -39,18 +39,16 @@ class NoisyTanhActor(TensorDictSequential, TensorSampler):
 
     def __init__(self, actor: TensorDictModuleBase, noise: AdditiveGaussianModule) -> None:
         super().__init__(actor, noise)
+        # the parameter tensors are updated in place, so the tensor path is looked up once
+        head = TanhActorHead.of(actor)
+        self._tensor_head = head and (head, head.layers_of(TensorDict.from_module(actor)))
 
     def act(self, observation: torch.Tensor, explore: bool) -> dict[str, torch.Tensor] | None:
         """``param`` and ``action`` for a batch of observations; None for an actor
         :class:`TanhActorHead` cannot read (it then takes the TensorDict forward)."""
-        found = self.__dict__.get("_tensor_head", False)
-        if found is False:  # looked up once: parameters are updated in place
-            head = TanhActorHead.of(self.module[0])
-            params = TensorDict.from_module(self.module[0])
-            found = self.__dict__["_tensor_head"] = head and (head, head.layers_of(params))
-        if not found:
+        if not self._tensor_head:
             return None
-        head, (layers, low, high) = found
+        head, (layers, low, high) = self._tensor_head
         param = mlp_forward(layers, head.act, observation)
         action = head.squash(param, low, high)
         if explore:

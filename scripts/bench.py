@@ -712,35 +712,38 @@ def atari_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
         "eval=none",
         "logging=none",
     ]
+    sb3_args = ["--frames", str(steps), "--threads", "2"]
     rows = []
     for seed in seeds:
-        runs: dict[str, Any] = {}
-        order = ["sb3", "xdrl", "xdrl_bf16"]
-        for name in order[seed % 3 :] + order[: seed % 3]:
-            if name == "sb3":
-                args = ["--frames", str(steps), "--threads", "2"]
-                runs[name] = sb3("atari", seed, *args)["frames_per_second"]
-            else:
-                extra = ["precision=bf16"] if name == "xdrl_bf16" else []
-                runs[name] = xdrl([*common, *extra], seed)["frames_per_second"]
-        rows.append(
-            {
-                "seed": seed,
-                "sb3_fps": runs["sb3"],
-                "xdrl_fps": runs["xdrl"],
-                "xdrl_bf16_fps": runs["xdrl_bf16"],
-                "ratio": runs["xdrl"] / runs["sb3"],
-                "bf16_ratio": runs["xdrl_bf16"] / runs["sb3"],
-                "torch_loop_fps": None,
-                "torch_loop_ratio": None,
-                "load_average": os.getloadavg()[0],
-            }
-        )
-        print(f"  atari seed {seed}: {rows[-1]}", flush=True)
+        contenders = {
+            "sb3": lambda s=seed: sb3("atari", s, *sb3_args),
+            "xdrl": lambda s=seed: xdrl(common, s),
+            "xdrl_bf16": lambda s=seed: xdrl([*common, "precision=bf16"], s),
+        }
+        if "xdrl" in BASELINE:
+            contenders["baseline"] = lambda s=seed: xdrl(
+                [*common, *BASELINE_OVERRIDES], s, executable=BASELINE["xdrl"]
+            )
+        runs = {k: v["frames_per_second"] for k, v in _alternated(contenders, seed).items()}
+        row = {
+            "seed": seed,
+            "sb3_fps": runs["sb3"],
+            "xdrl_fps": runs["xdrl"],
+            "xdrl_bf16_fps": runs["xdrl_bf16"],
+            "ratio": runs["xdrl"] / runs["sb3"],
+            "bf16_ratio": runs["xdrl_bf16"] / runs["sb3"],
+            "torch_loop_fps": None,
+            "torch_loop_ratio": None,
+            "load_average": os.getloadavg()[0],
+        }
+        if "baseline" in runs:
+            row.update(baseline_fps=runs["baseline"], baseline_ratio=runs["baseline"] / runs["sb3"])
+        rows.append(row)
+        print(f"  atari seed {seed}: {row}", flush=True)
     return {
         "agent_steps": steps,
         "runs": rows,
-        **_medians(rows, "xdrl_bf16_fps", "bf16_ratio"),
+        **_medians(rows, "xdrl_bf16_fps", "bf16_ratio", *_baseline_keys(rows)),
         "target": ">= 1.5 (frames/s, 2 threads each)",
         "workload": "Breakout, RL-Zoo atari PPO: 8 envs x 128 steps, 4 epochs x 4 minibatches, "
         f"Nature CNN, {steps} agent steps ({4 * steps} frames)",
@@ -972,6 +975,15 @@ def markdown(results: dict[str, Any], command: str) -> str:
             ">= 1.5",
             _at_least(a["ratio"], 1.5),
         )
+        if a.get("baseline_fps") is not None:
+            row(
+                "same Atari workload, `--baseline` xdrl-train (before) frames/s",
+                _fmt(a["sb3_fps"], 0),
+                _fmt(a["baseline_fps"], 0),
+                _fmt(a["baseline_ratio"]),
+                "-",
+                None,
+            )
     if "time-to-475" in r:
         t = r["time-to-475"]
         unreached = t.get("unreached", {})

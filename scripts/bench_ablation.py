@@ -21,8 +21,21 @@ ratio to ``xdrl`` (everything on).
 - ``target``: TorchRL's ``SoftUpdate``/``HardUpdate`` instead of the lean updaters;
 - ``torchrl``: all three swapped back at once.
 
+``--workload atari`` runs ``experiment=atari_ppo`` on Breakout (``--threads 2`` for the bench's
+setting) with these variants:
+
+- ``values``: the actor collects alone and GAE runs the critic's torso over the batch again
+  (no ``ActorCriticSampler``);
+- ``scaling``: the Nature CNN scales the frames by 1/255 instead of its first layer's weights;
+- ``gae``: TorchRL's ``GAE`` (critic on ``observation`` and ``("next", "observation")``) instead
+  of ``OnePassGAE``, values not collected;
+- ``loss``: TorchRL's ``ClipPPOLoss`` (the shared torso runs once per head);
+- ``torchrl``: all four swapped back at once.
+
 Usage: ``python scripts/bench_ablation.py --reps 3 --frames 10240`` prints a Markdown table;
-``python scripts/bench_ablation.py --workload sac --reps 3 --frames 1024`` the SAC one.
+``python scripts/bench_ablation.py --workload sac --reps 3 --frames 1024`` the SAC one;
+``python scripts/bench_ablation.py --workload atari --threads 2 --reps 3 --frames 16384`` the
+Atari one.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ from hydra import compose, initialize_config_module
 
 VARIANTS = ["xdrl", "collector", "loss", "trainer", "stepper", "torchrl"]
 OFF_POLICY_VARIANTS = ["xdrl", "loss", "replay", "target", "torchrl"]
+ATARI_VARIANTS = ["xdrl", "values", "scaling", "gae", "loss", "torchrl"]
 WORKLOADS = {
     "ppo": ["experiment=cartpole_ppo"],
     "sac": ["env=pendulum", "algorithm=sac"],
@@ -51,7 +65,44 @@ WORKLOADS = {
         "algorithm.build.critic_cells=[400,300]",
     ],
     "dqn": ["experiment=cartpole_dqn"],
+    "atari": ["experiment=atari_ppo", "env.id=ALE/Breakout-v5"],
 }
+
+
+def _frames_scaled_forward(self, observation):  # type: ignore[no-untyped-def]
+    """``NatureCNN.forward`` as it was before 8015a36: the frames scaled by 1/255."""
+    import torch
+
+    lead = observation.shape[: observation.dim() - len(self.obs_shape)]
+    x = observation.reshape(-1, *self.obs_shape)
+    if self.channels_last:
+        x = x.movedim(-1, -3)
+    x = x.reshape(x.shape[0], -1, *x.shape[-2:])
+    x = x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
+    return torch.relu(self.linear(self.convs(x))).reshape(*lead, self.linear.out_features)
+
+
+@contextlib.contextmanager
+def swapped_atari(variant: str) -> Iterator[None]:
+    """Swap the Atari PPO pieces back for what they replaced while building the run."""
+    from torchrl.objectives import ClipPPOLoss
+
+    from xdrl.algorithms.encoders import NatureCNN
+
+    patches = {
+        "values": [mock.patch("xdrl.algorithms.on_policy.collection_policy", lambda *a: None)],
+        "scaling": [mock.patch.object(NatureCNN, "forward", _frames_scaled_forward)],
+        "gae": [
+            mock.patch("xdrl.algorithms.on_policy.collection_policy", lambda *a: None),
+            mock.patch("xdrl.algorithms.on_policy.has_image_encoder", lambda *a: False),
+        ],
+        "loss": [mock.patch("xdrl.algorithms.ppo.LeanClipPPOLoss", ClipPPOLoss)],
+    }
+    patches["torchrl"] = [patches["scaling"][0], *patches["gae"], *patches["loss"]]
+    with contextlib.ExitStack() as stack:
+        for patch in patches.get(variant, []):
+            stack.enter_context(patch)
+        yield
 
 
 @contextlib.contextmanager
@@ -112,7 +163,9 @@ def swapped(variant: str) -> Iterator[None]:
         yield
 
 
-def run_once(variant: str, seed: int, frames: int, workload: str = "ppo") -> float:
+def run_once(
+    variant: str, seed: int, frames: int, workload: str = "ppo", threads: int = 1
+) -> float:
     """Train one variant in process; its frames/s from summary.json."""
     from xdrl.process import setup_process
     from xdrl.run import run
@@ -134,14 +187,15 @@ def run_once(variant: str, seed: int, frames: int, workload: str = "ppo") -> flo
         f"seed={seed}",
         "eval=none",
         "checkpoint=none",
-        "num_threads=1",
+        f"num_threads={threads}",
         f"run_dir={run_dir}",
         "exp_name=ablation",
     ]
     with initialize_config_module("xdrl.conf", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     setup_process(cfg)  # threads and tensordict's pandas lookup, as xdrl-train sets them
-    with (swapped if workload == "ppo" else swapped_off_policy)(variant):
+    swap = {"ppo": swapped, "atari": swapped_atari}.get(workload, swapped_off_policy)
+    with swap(variant):
         run(cfg)
     return float(json.loads((run_dir / "summary.json").read_text())["frames_per_second"])
 
@@ -151,24 +205,30 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--frames", type=int, default=10_240)
     parser.add_argument("--workload", choices=list(WORKLOADS), default="ppo")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of every run")
     parser.add_argument(
-        "--variants", nargs="+", default=None, choices=sorted({*VARIANTS, *OFF_POLICY_VARIANTS})
+        "--variants",
+        nargs="+",
+        default=None,
+        choices=sorted({*VARIANTS, *OFF_POLICY_VARIANTS, *ATARI_VARIANTS}),
     )
     args = parser.parse_args()
     if args.variants is None:
-        args.variants = VARIANTS if args.workload == "ppo" else OFF_POLICY_VARIANTS
+        args.variants = {"ppo": VARIANTS, "atari": ATARI_VARIANTS}.get(
+            args.workload, OFF_POLICY_VARIANTS
+        )
     fps: dict[str, list[float]] = {v: [] for v in args.variants}
     for rep in range(args.reps):
         order = (
             args.variants[rep % len(args.variants) :] + args.variants[: rep % len(args.variants)]
         )
         for variant in order:
-            fps[variant].append(run_once(variant, rep, args.frames, args.workload))
+            fps[variant].append(run_once(variant, rep, args.frames, args.workload, args.threads))
             print(f"rep {rep} {variant}: {fps[variant][-1]:,.0f} frames/s", file=sys.stderr)
     base = statistics.median(fps["xdrl"]) if "xdrl" in fps else None
     print(
         f"`python scripts/bench_ablation.py --workload {args.workload} --reps {args.reps} "
-        f"--frames {args.frames}`\n"
+        f"--frames {args.frames} --threads {args.threads}`\n"
     )
     print("| variant | frames/s (median) | vs xdrl |\n| --- | --- | --- |")
     for variant, values in fps.items():

@@ -107,37 +107,53 @@ def target_updater(loss_module, *, target_update: str, tau: float, hard_update_i
 
 
 def off_policy_hooks(
-    buffer: ReplayBufferTrainer | FrameReplayBuffer, updater
+    buffer: ReplayBufferTrainer | FrameReplayBuffer, updater, target_every: int = 1
 ) -> list[tuple[str | None, Any]]:
-    """Extend the buffer per batch, sample a minibatch per optimizer step, then update targets."""
+    """Extend the buffer per batch, sample a minibatch per optimizer step, then update targets
+    (after every ``target_every``-th optimizer step)."""
     return [
         ("batch_process", buffer.extend),
         ("process_optim_batch", buffer.sample),
-        (None, TargetUpdateHook(updater)),
+        (None, TargetUpdateHook(updater, every=target_every)),
     ]
 
 
 class TargetUpdateHook(TargetNetUpdaterHook):
-    """TorchRL's ``TargetNetUpdaterHook`` after every optimizer step, checkpointed: a
-    ``HardUpdate`` counts steps since its last copy, which an exact resume must keep.
+    """TorchRL's ``TargetNetUpdaterHook`` after every ``every``-th optimizer step (TD3 updates
+    its targets with the actor, every ``policy_delay`` steps), checkpointed: the step count,
+    and a ``HardUpdate``'s steps since its last copy, which an exact resume must keep.
 
     Args:
         target_params_updater: a ``SoftUpdate`` or ``HardUpdate``.
+        every: optimizer steps per target update.
 
     Example:
         >>> TargetUpdateHook(HardUpdate(loss, value_network_update_interval=10)).register(trainer)
     """
+
+    def __init__(self, target_params_updater, every: int = 1) -> None:
+        super().__init__(target_params_updater)
+        self.every = int(every)
+        self.steps = 0
+
+    def __call__(self, tensordict=None):
+        self.steps += 1
+        if self.steps % self.every == 0:
+            self.target_params_updater.step()
+        return tensordict
 
     def register(self, trainer: Trainer, name: str = "target_updater") -> None:
         trainer.register_op("post_optim", self)
         trainer.register_module(name, self)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"counter": int(getattr(self.target_params_updater, "counter", 0))}
+        counter = int(getattr(self.target_params_updater, "counter", 0))
+        return {"counter": counter, "steps": self.steps}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if hasattr(self.target_params_updater, "counter"):
             self.target_params_updater.counter = int(state_dict["counter"])
+        self.steps = int(state_dict.get("steps", 0))  # older checkpoints have none
 
 
 def off_policy_parts(
@@ -155,10 +171,12 @@ def off_policy_parts(
     optimization_stepper: Any = None,
     value_gamma: float | None = None,
     frame_stack: int | None = None,
+    target_every: int = 1,
 ) -> AlgorithmParts:
     """The parts of an off-policy method: a replay buffer (checkpointed), ``utd`` optimizer steps
-    per collected frame, target updates by ``updater``, then ``extra_hooks``. ``frame_stack``:
-    observations are stacks of that many frames, kept once each (:class:`FrameReplayBuffer`)."""
+    per collected frame, target updates by ``updater`` every ``target_every`` optimizer steps,
+    then ``extra_hooks``. ``frame_stack``: observations are stacks of that many frames, kept
+    once each (:class:`FrameReplayBuffer`)."""
     buffer: Any = replay_buffer(buffer_size, batch_size, getattr(loss_module, "in_keys", None))
     if frame_stack is not None:
         buffer = FrameReplayBuffer(buffer_size, batch_size, stack=frame_stack)
@@ -167,7 +185,7 @@ def off_policy_parts(
         eval_policy=eval_policy,
         loss_module=loss_module,
         optim_steps_per_batch=optim_steps(utd, frames_per_batch),
-        hooks=[*off_policy_hooks(buffer, updater), *extra_hooks],
+        hooks=[*off_policy_hooks(buffer, updater, target_every), *extra_hooks],
         modules={"replay_buffer": buffer},
         init_random_frames=init_random_frames,
         optimization_stepper=optimization_stepper,

@@ -1,6 +1,7 @@
 """TD3: TorchRL's TD3Loss (twin Q-networks, target policy smoothing; its tensor-level version
-LeanTD3Loss) with delayed actor updates,
-Gaussian exploration noise, replay buffer and Polyak targets."""
+LeanTD3Loss) with delayed actor updates, Gaussian exploration noise, replay buffer and Polyak
+targets that move with the actor (every ``policy_delay`` optimizer steps, as in the TD3 paper
+and SB3)."""
 
 from __future__ import annotations
 
@@ -149,4 +150,5 @@ def build(
         batch_size=batch_size,
         init_random_frames=init_random_frames,
         optimization_stepper=DelayedActorStepper(policy_delay),
+        target_every=policy_delay,  # targets move with the actor (TD3 paper, SB3)
     )

@@ -213,10 +213,11 @@ def main() -> None:
         choices=sorted({*VARIANTS, *OFF_POLICY_VARIANTS, *ATARI_VARIANTS}),
     )
     args = parser.parse_args()
+    known = {"ppo": VARIANTS, "atari": ATARI_VARIANTS}.get(args.workload, OFF_POLICY_VARIANTS)
     if args.variants is None:
-        args.variants = {"ppo": VARIANTS, "atari": ATARI_VARIANTS}.get(
-            args.workload, OFF_POLICY_VARIANTS
-        )
+        args.variants = known
+    elif unknown := [v for v in args.variants if v not in known]:
+        parser.error(f"--workload {args.workload} has no variant(s) {unknown}; choose from {known}")
     fps: dict[str, list[float]] = {v: [] for v in args.variants}
     for rep in range(args.reps):
         order = (

@@ -361,6 +361,7 @@ def test_ppo_collects_each_steps_value_from_the_actors_torso_pass() -> None:
     torso pass per step: the same outputs as its TensorDict forward (actor, then critic) for
     the same RNG state, and the critic's values of the collected frames."""
     from tensordict import TensorDict
+    from torchrl.collectors import Collector
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
     from xdrl.algorithms.actor_critic_sampler import ActorCriticSampler
@@ -386,10 +387,14 @@ def test_ppo_collects_each_steps_value_from_the_actors_torso_pass() -> None:
     for key, value in fast.items():
         torch.testing.assert_close(value, slow[key], rtol=1e-5, atol=1e-6)
 
+    passes.clear()
     batch = next(iter(VectorCollector(env, policy, frames_per_batch=32, total_frames=32)))
-    with torch.no_grad():
-        values = critic.module(batch["observation"])
-    torch.testing.assert_close(batch["state_value"], values, rtol=1e-5, atol=1e-5)
+    assert passes == [2] * 16  # the tensor path: one torso pass per step of the 2 games
+    fallback = next(iter(Collector(env, policy, frames_per_batch=32, total_frames=32)))
+    for collected in (batch, fallback):  # TorchRL's collector runs the TensorDict forward
+        with torch.no_grad():
+            values = critic.module(collected["observation"])
+        torch.testing.assert_close(collected["state_value"], values, rtol=1e-5, atol=1e-5)
     recomputed = build_ppo(env, frames_per_batch=32, minibatch_size=16, advantage_every_epoch=True)
     assert recomputed.policy is recomputed.loss_module.actor_network  # values change each epoch
     env.close()

@@ -2,47 +2,72 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import torch
+from tensordict import TensorDict
 
 from xdrl.algorithms import td3
 from xdrl.algorithms.off_policy import TargetUpdateHook
 from xdrl.envs import make_env
 
 
-def test_td3_targets_move_with_the_actor_every_policy_delay_steps() -> None:
-    """As in the TD3 paper and SB3: Polyak steps of both targets only on the optimizer steps
-    that update the actor (every ``policy_delay``-th), the same phase as the actor's."""
+def _flat(loss, *names: str) -> torch.Tensor:
+    return torch.cat(
+        [p.detach().flatten() for n in names for p in getattr(loss, n).values(True, True)]
+    )
+
+
+def _batch(n: int = 32) -> TensorDict:
+    gen = torch.Generator().manual_seed(0)
+    return TensorDict(
+        {
+            "observation": torch.randn(n, 3, generator=gen),
+            "action": 4 * torch.rand(n, 1, generator=gen) - 2,
+            "next": {
+                "observation": torch.randn(n, 3, generator=gen),
+                "reward": torch.randn(n, 1, generator=gen),
+                "terminated": torch.zeros(n, 1, dtype=torch.bool),
+                "done": torch.zeros(n, 1, dtype=torch.bool),
+            },
+        },
+        batch_size=[n],
+    )
+
+
+def test_td3_targets_move_on_the_optimizer_steps_that_update_the_actor() -> None:
+    """As in the TD3 paper and SB3: both targets take a Polyak step exactly on the steps whose
+    optimizer update moved the actor (every ``policy_delay``-th), also across a resume."""
     env = make_env("Pendulum-v1", num_envs=1, seed=0)
     cells = {"actor_cells": (8,), "critic_cells": (8,)}
     parts = td3.build(env, frames_per_batch=8, policy_delay=3, tau=0.1, **cells)
     env.close()
     (hook,) = [h for _, h in parts.hooks if isinstance(h, TargetUpdateHook)]
     loss, stepper = parts.loss_module, parts.optimization_stepper
-    names = ("qvalue_network_params", "actor_network_params")
-    with torch.no_grad():  # online weights away from the targets, as after training
-        for name in names:
-            for p in getattr(loss, name).values(True, True):
-                if p.requires_grad:  # weights, not buffers such as the action bounds
-                    p.add_(torch.randn_like(p))
-
-    def flat(kind: str) -> torch.Tensor:
-        return torch.cat([p.detach().flatten() for p in getattr(loss, kind).values(True, True)])
-
-    online = torch.cat([flat(n) for n in names])
-    start = torch.cat([flat("target_" + n) for n in names])
-    expected, seen = start.clone(), []
-    for step in range(1, 7):
+    trainer = SimpleNamespace(  # what DelayedActorStepper.step reads of a Trainer
+        compute_loss=lambda batch, method: getattr(loss, method)(batch),
+        optimizer=torch.optim.Adam(loss.parameters(), lr=1e-2),
+        clip_grad_norm=True,
+        clip_norm=None,
+    )
+    online = ("qvalue_network_params", "actor_network_params")
+    targets = tuple("target_" + name for name in online)
+    actor_moved, expected = [], _flat(loss, *targets)
+    for step in range(1, 8):
+        if step == 5:  # a resume: a fresh stepper and hook from their checkpointed state
+            state = (stepper.state_dict(), hook.state_dict())
+            stepper = td3.DelayedActorStepper(policy_delay=3)
+            stepper.load_state_dict(state[0])
+            hook = TargetUpdateHook(hook.target_params_updater, clock=stepper)
+            hook.load_state_dict(state[1])
+        actor_before = _flat(loss, "actor_network_params")
+        stepper.step(trainer, _batch())
         hook()
-        if step % stepper.policy_delay == 0:  # the stepper's actor steps: 3 and 6
-            expected = expected + 0.1 * (online - expected)
-        seen.append(torch.cat([flat("target_" + n) for n in names]))
-        torch.testing.assert_close(seen[-1], expected)
-    assert torch.equal(seen[0], start) and torch.equal(seen[1], start)
-    assert not torch.equal(seen[2], start)
-
-    restored = TargetUpdateHook(hook.target_params_updater, every=3)
-    restored.load_state_dict(hook.state_dict())
-    assert restored.steps == 6  # the phase survives a resume
+        actor_moved.append(not torch.equal(actor_before, _flat(loss, "actor_network_params")))
+        if actor_moved[-1]:
+            expected = expected + 0.1 * (_flat(loss, *online) - expected)
+        torch.testing.assert_close(_flat(loss, *targets), expected)
+    assert actor_moved == [False, False, True, False, False, True, False]
 
 
 def test_other_off_policy_methods_update_targets_every_step() -> None:
@@ -52,4 +77,9 @@ def test_other_off_policy_methods_update_targets_every_step() -> None:
     parts = sac.build(env, frames_per_batch=8, actor_cells=(8,), critic_cells=(8,))
     env.close()
     (hook,) = [h for _, h in parts.hooks if isinstance(h, TargetUpdateHook)]
-    assert hook.every == 1
+    before = _flat(parts.loss_module, "target_qvalue_network_params")
+    with torch.no_grad():
+        for p in parts.loss_module.qvalue_network_params.values(True, True):
+            p.add_(1.0)
+    hook()
+    assert not torch.equal(before, _flat(parts.loss_module, "target_qvalue_network_params"))

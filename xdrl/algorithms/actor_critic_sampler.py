@@ -13,7 +13,7 @@ TorchRL's ``GAE`` with the critic as value network).
 from __future__ import annotations
 
 import torch
-from tensordict.nn import TensorDictSequential
+from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 from torchrl.modules import ValueOperator
 
 from xdrl.algorithms.categorical_actor import CategoricalActor
@@ -39,25 +39,28 @@ class ActorCriticSampler(TensorDictSequential, TensorSampler):
         shared = shared_torso(actor.logits_net, critic.module)
         if shared is None:
             raise ValueError("ActorCriticSampler needs an actor and a critic on one torso")
-        self._torso, self._actor_head, self._critic_head = shared
+        # kept outside the module tree: they are the actor's and critic's own submodules
+        self.__dict__["_shared"] = shared
         self._value_key = critic.out_keys[0]
 
     def act(self, observation: torch.Tensor, explore: bool) -> dict[str, torch.Tensor]:
         """The actor's :meth:`CategoricalActor.act` outputs and the critic's value, the same
         values the TensorDict forward writes for the same torch RNG state."""
-        features = self._torso(observation)
-        logits = self._actor_head(features)
+        torso, actor_head, critic_head = self.__dict__["_shared"]
+        features = torso(observation)
         pick = CategoricalActor.sample_logits if explore else CategoricalActor.mode_logits
-        action, log_prob, logits = pick(logits)
+        action, log_prob, logits = pick(actor_head(features))
         return {
             "action": action,
             "action_log_prob": log_prob,
             "logits": logits,
-            self._value_key: self._critic_head(features),
+            self._value_key: critic_head(features),
         }
 
 
-def collection_policy(actor, critic) -> TensorDictSequential | None:
+def collection_policy(
+    actor: TensorDictModuleBase, critic: ValueOperator
+) -> ActorCriticSampler | None:
     """An :class:`ActorCriticSampler` where the actor is categorical and shares its torso with
     the critic, else None (the actor collects alone and GAE runs the critic)."""
     if isinstance(actor, CategoricalActor) and shared_torso(actor.logits_net, critic.module):

@@ -100,45 +100,46 @@ def target_source_lists(updater: SoftUpdate | HardUpdate) -> tuple[list, list]:
 
 
 def target_updater(loss_module, *, target_update: str, tau: float, hard_update_interval: int):
-    """SoftUpdate (Polyak ``tau`` per step) or HardUpdate (copy every ``hard_update_interval``)."""
+    """SoftUpdate (Polyak ``tau`` per update) or HardUpdate (copy every
+    ``hard_update_interval`` updates); :class:`TargetUpdateHook` calls it."""
     if target_update == "soft":
         return LeanSoftUpdate(loss_module, tau=tau)
     return LeanHardUpdate(loss_module, value_network_update_interval=hard_update_interval)
 
 
 def off_policy_hooks(
-    buffer: ReplayBufferTrainer | FrameReplayBuffer, updater, target_every: int = 1
+    buffer: ReplayBufferTrainer | FrameReplayBuffer, updater, target_clock: Any = None
 ) -> list[tuple[str | None, Any]]:
     """Extend the buffer per batch, sample a minibatch per optimizer step, then update targets
-    (after every ``target_every``-th optimizer step)."""
+    (every step, or on ``target_clock``'s, see :class:`TargetUpdateHook`)."""
     return [
         ("batch_process", buffer.extend),
         ("process_optim_batch", buffer.sample),
-        (None, TargetUpdateHook(updater, every=target_every)),
+        (None, TargetUpdateHook(updater, clock=target_clock)),
     ]
 
 
 class TargetUpdateHook(TargetNetUpdaterHook):
-    """TorchRL's ``TargetNetUpdaterHook`` after every ``every``-th optimizer step (TD3 updates
-    its targets with the actor, every ``policy_delay`` steps), checkpointed: the step count,
-    and a ``HardUpdate``'s steps since its last copy, which an exact resume must keep.
+    """TorchRL's ``TargetNetUpdaterHook`` after every optimizer step, or only where ``clock``
+    says so (TD3 moves its targets with the actor, every ``policy_delay`` steps), checkpointed:
+    a ``HardUpdate`` counts steps since its last copy, which an exact resume must keep.
 
     Args:
         target_params_updater: a ``SoftUpdate`` or ``HardUpdate``.
-        every: optimizer steps per target update.
+        clock: an object whose ``actor_step()`` says whether the optimizer step just taken
+            updated the actor, and so moves the targets (TD3's ``DelayedActorStepper``, which
+            checkpoints its step count: the phase survives a resume); None: every step.
 
     Example:
         >>> TargetUpdateHook(HardUpdate(loss, value_network_update_interval=10)).register(trainer)
     """
 
-    def __init__(self, target_params_updater, every: int = 1) -> None:
+    def __init__(self, target_params_updater, clock: Any = None) -> None:
         super().__init__(target_params_updater)
-        self.every = int(every)
-        self.steps = 0
+        self.clock = clock
 
     def __call__(self, tensordict=None):
-        self.steps += 1
-        if self.steps % self.every == 0:
+        if self.clock is None or self.clock.actor_step():
             self.target_params_updater.step()
         return tensordict
 
@@ -147,13 +148,11 @@ class TargetUpdateHook(TargetNetUpdaterHook):
         trainer.register_module(name, self)
 
     def state_dict(self) -> dict[str, Any]:
-        counter = int(getattr(self.target_params_updater, "counter", 0))
-        return {"counter": counter, "steps": self.steps}
+        return {"counter": int(getattr(self.target_params_updater, "counter", 0))}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if hasattr(self.target_params_updater, "counter"):
             self.target_params_updater.counter = int(state_dict["counter"])
-        self.steps = int(state_dict.get("steps", 0))  # older checkpoints have none
 
 
 def off_policy_parts(
@@ -171,12 +170,13 @@ def off_policy_parts(
     optimization_stepper: Any = None,
     value_gamma: float | None = None,
     frame_stack: int | None = None,
-    target_every: int = 1,
+    target_clock: Any = None,
 ) -> AlgorithmParts:
     """The parts of an off-policy method: a replay buffer (checkpointed), ``utd`` optimizer steps
-    per collected frame, target updates by ``updater`` every ``target_every`` optimizer steps,
-    then ``extra_hooks``. ``frame_stack``: observations are stacks of that many frames, kept
-    once each (:class:`FrameReplayBuffer`)."""
+    per collected frame, target updates by ``updater`` (after every optimizer step, or where
+    ``target_clock`` says, see :class:`TargetUpdateHook`), then ``extra_hooks``.
+    ``frame_stack``: observations are stacks of that many frames, kept once each
+    (:class:`FrameReplayBuffer`)."""
     buffer: Any = replay_buffer(buffer_size, batch_size, getattr(loss_module, "in_keys", None))
     if frame_stack is not None:
         buffer = FrameReplayBuffer(buffer_size, batch_size, stack=frame_stack)
@@ -185,7 +185,7 @@ def off_policy_parts(
         eval_policy=eval_policy,
         loss_module=loss_module,
         optim_steps_per_batch=optim_steps(utd, frames_per_batch),
-        hooks=[*off_policy_hooks(buffer, updater, target_every), *extra_hooks],
+        hooks=[*off_policy_hooks(buffer, updater, target_clock), *extra_hooks],
         modules={"replay_buffer": buffer},
         init_random_frames=init_random_frames,
         optimization_stepper=optimization_stepper,

@@ -174,8 +174,8 @@ def on_policy_hooks(
     values_collected: bool = False,
 ):
     """Reward scaling, GAE then buffer extend (per batch, or per epoch), minibatch sampling;
-    one critic pass per observation (:class:`OnePassGAE`) for image critics, none where the
-    collection policy wrote the values (``values_collected``)."""
+    for image critics one critic pass per observation (:class:`OnePassGAE`), only at episode and
+    batch ends where the collection policy wrote ``V(obs)`` (``values_collected``)."""
     value_hook: Any = ValueEstimatorHook(loss_module.value_estimator)
     critic = loss_module.critic_network
     if has_image_encoder(critic):
@@ -228,8 +228,9 @@ def on_policy_parts(
     reward_scale: float = 1.0,
 ) -> AlgorithmParts:
     """GAE on ``critic``, the reward scale, the minibatch buffer and the parts around ``loss``;
-    an actor and critic on one image torso collect with :class:`ActorCriticSampler` (the values
-    come with the actions) unless advantages are recomputed every epoch."""
+    a categorical actor and a critic on one image torso collect with
+    :class:`ActorCriticSampler` (the values come with the actions) unless advantages are
+    recomputed every epoch."""
     loss.make_value_estimator(
         GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
     )

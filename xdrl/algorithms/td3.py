@@ -56,12 +56,18 @@ class DelayedActorStepper(DetachedOptimizationStepper):
         self.count = 0
         self._last_actor_loss = torch.zeros(())
 
+    def actor_step(self) -> bool:
+        """Whether the optimizer step counted last updates the actor (every ``policy_delay``-th);
+        TD3's targets move on the same steps (the clock of
+        :class:`~xdrl.algorithms.off_policy.TargetUpdateHook`)."""
+        return self.count % self.policy_delay == 0
+
     def step(self, trainer: Trainer, sub_batch: TensorDictBase) -> TensorDictBase:
         """Critic (and every ``policy_delay`` steps actor) update on ``sub_batch``."""
         self.count += 1
         loss_qvalue, _ = trainer.compute_loss(sub_batch, method="value_loss")
         total = loss_qvalue
-        if self.count % self.policy_delay == 0:
+        if self.actor_step():
             loss_actor, _ = trainer.compute_loss(sub_batch, method="actor_loss")
             total = total + loss_actor
             self._last_actor_loss = loss_actor.detach()
@@ -139,6 +145,7 @@ def build(
         device=device,
     )
     updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1)
+    stepper = DelayedActorStepper(policy_delay)
     return off_policy_parts(
         loss,
         policy=NoisyTanhActor(actor, noise),
@@ -149,6 +156,6 @@ def build(
         buffer_size=buffer_size,
         batch_size=batch_size,
         init_random_frames=init_random_frames,
-        optimization_stepper=DelayedActorStepper(policy_delay),
-        target_every=policy_delay,  # targets move with the actor (TD3 paper, SB3)
+        optimization_stepper=stepper,
+        target_clock=stepper,  # targets move with the actor (TD3 paper, SB3)
     )

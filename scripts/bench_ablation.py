@@ -24,13 +24,10 @@ ratio to ``xdrl`` (everything on).
 ``--workload atari`` runs ``experiment=atari_ppo`` on Breakout (``--threads 2`` for the bench's
 setting) with these variants:
 
-- ``values``: the actor collects alone and GAE runs the critic's torso over the batch again
-  (no ``ActorCriticSampler``);
-- ``scaling``: the Nature CNN scales the frames by 1/255 instead of its first layer's weights;
 - ``gae``: TorchRL's ``GAE`` (critic on ``observation`` and ``("next", "observation")``) instead
-  of ``OnePassGAE``, values not collected;
+  of ``OnePassGAE``;
 - ``loss``: TorchRL's ``ClipPPOLoss`` (the shared torso runs once per head);
-- ``torchrl``: all four swapped back at once.
+- ``torchrl``: both swapped back at once.
 
 Usage: ``python scripts/bench_ablation.py --reps 3 --frames 10240`` prints a Markdown table;
 ``python scripts/bench_ablation.py --workload sac --reps 3 --frames 1024`` the SAC one;
@@ -54,7 +51,7 @@ from hydra import compose, initialize_config_module
 
 VARIANTS = ["xdrl", "collector", "loss", "trainer", "stepper", "torchrl"]
 OFF_POLICY_VARIANTS = ["xdrl", "loss", "replay", "target", "torchrl"]
-ATARI_VARIANTS = ["xdrl", "values", "scaling", "gae", "loss", "torchrl"]
+ATARI_VARIANTS = ["xdrl", "gae", "loss", "torchrl"]
 WORKLOADS = {
     "ppo": ["experiment=cartpole_ppo"],
     "sac": ["env=pendulum", "algorithm=sac"],
@@ -69,36 +66,16 @@ WORKLOADS = {
 }
 
 
-def _frames_scaled_forward(self, observation):  # type: ignore[no-untyped-def]
-    """``NatureCNN.forward`` as it was before 8015a36: the frames scaled by 1/255."""
-    import torch
-
-    lead = observation.shape[: observation.dim() - len(self.obs_shape)]
-    x = observation.reshape(-1, *self.obs_shape)
-    if self.channels_last:
-        x = x.movedim(-1, -3)
-    x = x.reshape(x.shape[0], -1, *x.shape[-2:])
-    x = x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
-    return torch.relu(self.linear(self.convs(x))).reshape(*lead, self.linear.out_features)
-
-
 @contextlib.contextmanager
 def swapped_atari(variant: str) -> Iterator[None]:
     """Swap the Atari PPO pieces back for what they replaced while building the run."""
     from torchrl.objectives import ClipPPOLoss
 
-    from xdrl.algorithms.encoders import NatureCNN
-
     patches = {
-        "values": [mock.patch("xdrl.algorithms.on_policy.collection_policy", lambda *a: None)],
-        "scaling": [mock.patch.object(NatureCNN, "forward", _frames_scaled_forward)],
-        "gae": [
-            mock.patch("xdrl.algorithms.on_policy.collection_policy", lambda *a: None),
-            mock.patch("xdrl.algorithms.on_policy.has_image_encoder", lambda *a: False),
-        ],
+        "gae": [mock.patch("xdrl.algorithms.on_policy.has_image_encoder", lambda *a: False)],
         "loss": [mock.patch("xdrl.algorithms.ppo.LeanClipPPOLoss", ClipPPOLoss)],
     }
-    patches["torchrl"] = [patches["scaling"][0], *patches["gae"], *patches["loss"]]
+    patches["torchrl"] = [*patches["gae"], *patches["loss"]]
     with contextlib.ExitStack() as stack:
         for patch in patches.get(variant, []):
             stack.enter_context(patch)

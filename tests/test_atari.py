@@ -140,9 +140,7 @@ def test_nature_cnn_shapes_and_layouts() -> None:
     )  # colour last (a raw ALE screen)
     assert NatureCNN((4, 96, 96, 3))(torch.zeros(2, 4, 96, 96, 3)).shape == (2, 512)
     ones = torch.full((1, 4, 84, 84), 255, dtype=torch.uint8)
-    # uint8 scaled by 1/255 (through the first layer's weights: float rounding differs)
-    torch.testing.assert_close(cnn(ones), cnn(torch.ones(1, 4, 84, 84)), rtol=1e-5, atol=1e-5)
-    assert not torch.allclose(cnn(ones), cnn(torch.full((1, 4, 84, 84), 255.0)), atol=1e-2)
+    assert torch.allclose(cnn(ones), cnn(torch.ones(1, 4, 84, 84)))  # uint8 scaled by 1/255
 
 
 def test_ppo_shares_one_torso_and_its_lean_loss_matches_torchrl() -> None:
@@ -327,9 +325,8 @@ def test_a_short_breakout_run_resumes_from_its_checkpoint(preset: str, tmp_path:
 
 
 def test_one_pass_gae_matches_torchrls_gae() -> None:
-    """The collected values and the image critic's single pass at episode ends give TorchRL's
-    values, advantages and targets, across episode ends inside the batch (life losses in
-    Breakout)."""
+    """The image critic's single pass gives TorchRL's values, advantages and targets, across
+    episode ends inside the batch (life losses in Breakout)."""
     from xdrl.algorithms.on_policy import OnePassGAE
     from xdrl.algorithms.ppo import build as build_ppo
     from xdrl.collector import VectorCollector
@@ -340,63 +337,11 @@ def test_one_pass_gae_matches_torchrls_gae() -> None:
     collector = VectorCollector(env, parts.policy, frames_per_batch=256, total_frames=256)
     batch = next(iter(collector))
     assert batch["next", "done"].any()  # an episode ends inside the batch
-    torso = next(m for m in parts.loss_module.modules() if isinstance(m, NatureCNN))
-    passes: list[int] = []
-    handle = torso.register_forward_hook(lambda _m, args, _o: passes.append(args[0].shape[0]))
     ours = hook(batch.clone())
-    handle.remove()
-    fresh = batch["next", "done"].squeeze(-1).clone()
-    fresh[:, -1] = True
-    assert passes == [int(fresh.sum())]  # V(obs) was collected; V(next_obs) only where fresh
-    assert "state_value" in batch.keys()  # written at collection, read by the hook
-    with torch.no_grad():  # TorchRL recomputes every value with the critic
-        reference = parts.loss_module.value_estimator(batch.exclude("state_value"))
+    with torch.no_grad():
+        reference = parts.loss_module.value_estimator(batch.clone())
     for key in ["state_value", ("next", "state_value"), "advantage", "value_target"]:
         torch.testing.assert_close(ours[key], reference[key], rtol=1e-5, atol=1e-5)
-    env.close()
-
-
-def test_ppo_collects_each_steps_value_from_the_actors_torso_pass() -> None:
-    """On images the collection policy writes the critic's value with the action, from one
-    torso pass per step: the same outputs as its TensorDict forward (actor, then critic) for
-    the same RNG state, and the critic's values of the collected frames."""
-    from tensordict import TensorDict
-    from torchrl.collectors import Collector
-    from torchrl.envs.utils import ExplorationType, set_exploration_type
-
-    from xdrl.algorithms.actor_critic_sampler import ActorCriticSampler
-    from xdrl.algorithms.ppo import build as build_ppo
-    from xdrl.collector import VectorCollector
-
-    env = make_atari_env("ALE/Breakout-v5", num_envs=2, seed=3)
-    parts = build_ppo(env, frames_per_batch=32, minibatch_size=16, epochs=1)
-    policy, critic = parts.policy, parts.loss_module.critic_network
-    assert isinstance(policy, ActorCriticSampler)
-    passes: list[int] = []
-    torso = next(m for m in critic.modules() if isinstance(m, NatureCNN))
-    torso.register_forward_hook(lambda _m, args, _out: passes.append(args[0].shape[0]))
-    frames = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
-    torch.manual_seed(0)
-    with torch.no_grad():
-        fast = policy.act(frames, explore=True)
-    assert passes == [2]  # one torso pass serves both heads
-    torch.manual_seed(0)
-    with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
-        slow = policy(TensorDict({"observation": frames}, batch_size=[2]))
-    assert set(fast) == {"action", "action_log_prob", "logits", "state_value"}
-    for key, value in fast.items():
-        torch.testing.assert_close(value, slow[key], rtol=1e-5, atol=1e-6)
-
-    passes.clear()
-    batch = next(iter(VectorCollector(env, policy, frames_per_batch=32, total_frames=32)))
-    assert passes == [2] * 16  # the tensor path: one torso pass per step of the 2 games
-    fallback = next(iter(Collector(env, policy, frames_per_batch=32, total_frames=32)))
-    for collected in (batch, fallback):  # TorchRL's collector runs the TensorDict forward
-        with torch.no_grad():
-            values = critic.module(collected["observation"])
-        torch.testing.assert_close(collected["state_value"], values, rtol=1e-5, atol=1e-5)
-    recomputed = build_ppo(env, frames_per_batch=32, minibatch_size=16, advantage_every_epoch=True)
-    assert recomputed.policy is recomputed.loss_module.actor_network  # values change each epoch
     env.close()
 
 

@@ -81,9 +81,8 @@ class VectorCollector(BaseCollector):
     """Collect ``frames_per_batch`` frames per iteration from a ``VectorGymEnv``-based env.
 
     Yields TensorDicts of batch size ``[num_envs, frames_per_batch // num_envs]`` (env first,
-    time second, as TorchRL's ``Collector``) with ``observation``, the policy's outputs
-    (``action``, ``logits``, ``action_log_prob``, ..., ``state_value`` from an
-    ``ActorCriticSampler``), ``step_count``, ``episode_reward``, ``is_init``, the done flags and
+    time second, as TorchRL's ``Collector``) with ``observation``, ``action``, ``logits``,
+    ``action_log_prob``, ``step_count``, ``episode_reward``, ``is_init``, the done flags and
     ``next`` (observation, reward, episode_reward, step_count, is_init, done flags). Episodes
     that end are reset at once (seedless, as TorchRL's ``step_and_maybe_reset``).
 

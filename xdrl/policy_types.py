@@ -12,7 +12,6 @@ class TensorSampler:
     """A policy that also acts on plain tensors, skipping the TensorDict plumbing: the fast path
     of :class:`~xdrl.collector.VectorCollector`. Implemented by
     :class:`~xdrl.algorithms.categorical_actor.CategoricalActor` (PPO, A2C),
-    :class:`~xdrl.algorithms.actor_critic_sampler.ActorCriticSampler` (PPO, A2C on images),
     :class:`~xdrl.algorithms.tanh_normal_actor.TanhNormalActor` (SAC) and
     :class:`~xdrl.algorithms.td3_actor.NoisyTanhActor` (TD3).
 

@@ -56,23 +56,15 @@ class CategoricalActor(ProbabilisticActor, TensorSampler):
         same torch RNG state gives the same actions as the TensorDict path. Call it under
         ``torch.no_grad()`` to collect (a decorator here cost ~50 us per call).
         """
-        return self.sample_logits(self._logits(observation))
-
-    def mode(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The most likely actions (deterministic evaluation): ``(action, log_prob, logits)``."""
-        return self.mode_logits(self._logits(observation))
-
-    @staticmethod
-    def sample_logits(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """:meth:`sample` from logits already computed (a torso shared with the critic)."""
+        logits = self._logits(observation)
         flat = logits.reshape(-1, logits.shape[-1])
         action = torch.multinomial(flat.softmax(-1), 1, True).reshape(logits.shape[:-1])
         log_prob = logits.log_softmax(-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
         return action, log_prob, logits
 
-    @staticmethod
-    def mode_logits(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """:meth:`mode` from logits already computed."""
+    def mode(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The most likely actions (deterministic evaluation): ``(action, log_prob, logits)``."""
+        logits = self._logits(observation)
         action = logits.argmax(-1)
         log_prob = logits.log_softmax(-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
         return action, log_prob, logits

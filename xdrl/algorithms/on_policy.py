@@ -12,7 +12,6 @@ from torchrl.modules import ProbabilisticActor, ValueOperator
 from torchrl.objectives.value import GAE
 from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
 
-from xdrl.algorithms.actor_critic_sampler import collection_policy
 from xdrl.algorithms.common import (
     AlgorithmParts,
     activation_class,
@@ -123,8 +122,7 @@ def use_reward_scale(loss_module, reward_scale: float) -> list:
 
 
 class OnePassGAE:
-    """GAE whose critic runs once per distinct observation: ``V(obs)`` for the whole batch (or,
-    ``collected``, the values the collection policy wrote: ``actor_critic_sampler.py``), and
+    """GAE whose critic runs once per distinct observation: ``V(obs)`` for the whole batch, and
     ``V(next_obs)`` only where an episode ended or the batch ends; elsewhere the next
     observation is the next step's observation, so its value is the next step's value.
 
@@ -136,19 +134,16 @@ class OnePassGAE:
     Args:
         critic: the ``ValueOperator``; its module maps observations to values.
         gae: a TorchRL ``GAE`` without value network (it reads the values written here).
-        collected: the batch holds ``V(obs)`` written at collection by the current parameters
-            (advantages once per batch, before any update); else computed here.
 
     Example:
         >>> hook = OnePassGAE(critic, GAE(gamma=0.99, lmbda=0.95, value_network=None))
         >>> batch = hook(batch)  # state_value, ("next", "state_value"), advantage, value_target
     """
 
-    def __init__(self, critic: ValueOperator, gae: GAE, collected: bool = False) -> None:
+    def __init__(self, critic: ValueOperator, gae: GAE) -> None:
         self.net = critic.module
         self.value_key = critic.out_keys[0]
         self.gae = gae
-        self.collected = collected
 
     def __call__(self, batch):
         observation = batch.get("observation")
@@ -156,7 +151,7 @@ class OnePassGAE:
         fresh = batch.get(("next", "done")).squeeze(-1).clone()  # [envs, steps]
         fresh[..., -1] = True
         with torch.no_grad():
-            value = batch.get(self.value_key) if self.collected else self.net(observation)
+            value = self.net(observation)
             next_value = torch.empty_like(value)
             next_value[..., :-1, :] = value[..., 1:, :]
             next_value[fresh] = self.net(next_observation[fresh]).to(value.dtype)
@@ -171,11 +166,9 @@ def on_policy_hooks(
     *,
     advantage_every_epoch: bool,
     scale_hooks: list | None = None,
-    values_collected: bool = False,
 ):
     """Reward scaling, GAE then buffer extend (per batch, or per epoch), minibatch sampling;
-    for image critics one critic pass per observation (:class:`OnePassGAE`), only at episode and
-    batch ends where the collection policy wrote ``V(obs)`` (``values_collected``)."""
+    one critic pass per observation (:class:`OnePassGAE`) for image critics."""
     value_hook: Any = ValueEstimatorHook(loss_module.value_estimator)
     critic = loss_module.critic_network
     if has_image_encoder(critic):
@@ -187,7 +180,7 @@ def on_policy_hooks(
             average_gae=False,
         )
         gae.set_keys(reward=estimator.tensor_keys.reward, value=critic.out_keys[0])
-        value_hook = OnePassGAE(critic, gae, collected=values_collected)
+        value_hook = OnePassGAE(critic, gae)
     stage = "pre_epoch" if advantage_every_epoch else "batch_process"
     return [
         *(scale_hooks or []),
@@ -227,28 +220,20 @@ def on_policy_parts(
     advantage_every_epoch: bool = False,
     reward_scale: float = 1.0,
 ) -> AlgorithmParts:
-    """GAE on ``critic``, the reward scale, the minibatch buffer and the parts around ``loss``;
-    a categorical actor and a critic on one image torso collect with
-    :class:`ActorCriticSampler` (the values come with the actions) unless advantages are
-    recomputed every epoch."""
+    """GAE on ``critic``, the reward scale, the minibatch buffer and the parts around ``loss``."""
     loss.make_value_estimator(
         GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
     )
     scale_hooks = use_reward_scale(loss, reward_scale)
     buffer = minibatch_buffer(frames_per_batch, minibatch_size, "algorithm.build.minibatch_size")
-    sampler = None if advantage_every_epoch else collection_policy(actor, critic)
     return AlgorithmParts(
-        policy=sampler if sampler is not None else actor,
+        policy=actor,
         eval_policy=actor,
         loss_module=loss,
         optim_steps_per_batch=frames_per_batch // minibatch_size,
         num_epochs=epochs,
         hooks=on_policy_hooks(
-            loss,
-            buffer,
-            advantage_every_epoch=advantage_every_epoch,
-            scale_hooks=scale_hooks,
-            values_collected=sampler is not None,
+            loss, buffer, advantage_every_epoch=advantage_every_epoch, scale_hooks=scale_hooks
         ),
         modules=buffer_modules(buffer),
     )

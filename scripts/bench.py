@@ -847,6 +847,19 @@ def _scale_table(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _baseline_row(row: Any, workload: str, o: dict[str, Any]) -> None:
+    """The ``--baseline`` (before) row of one mode's results, where the baseline ran."""
+    if o.get("baseline_fps") is not None:
+        row(
+            f"same {workload} workload, `--baseline` xdrl-train (before) frames/s",
+            _fmt(o["sb3_fps"], 0),
+            _fmt(o["baseline_fps"], 0),
+            _fmt(o["baseline_ratio"]),
+            "reference",
+            None,
+        )
+
+
 def _off_policy_rows(r: dict[str, Any], row: Any) -> None:
     """The SAC, TD3 and DQN rows of the summary table (through ``markdown``'s ``row``)."""
     for mode, title in (
@@ -870,15 +883,7 @@ def _off_policy_rows(r: dict[str, Any], row: Any) -> None:
             f">= {ratio_goal}" if ratio_goal else "reference",
             _at_least(o["ratio"], ratio_goal) if ratio_goal else None,
         )
-        if o.get("baseline_fps") is not None:
-            row(
-                f"same {mode.upper()} workload, `--baseline` xdrl-train (before) frames/s",
-                _fmt(o["sb3_fps"], 0),
-                _fmt(o["baseline_fps"], 0),
-                _fmt(o["baseline_ratio"]),
-                "reference",
-                None,
-            )
+        _baseline_row(row, mode.upper(), o)
         if o.get("torch_loop_fps") is not None:
             row(
                 f"same {mode.upper()} workload, lean plain-PyTorch + gymnasium loop (the floor) "
@@ -930,15 +935,7 @@ def markdown(results: dict[str, Any], command: str) -> str:
             f">= {goal['ratio']}",
             _at_least(p["ratio"], goal["ratio"]),
         )
-        if p.get("baseline_fps") is not None:
-            row(
-                "same workload, `--baseline` xdrl-train (before) frames/s",
-                _fmt(p["sb3_fps"], 0),
-                _fmt(p["baseline_fps"], 0),
-                _fmt(p["baseline_ratio"]),
-                "reference",
-                None,
-            )
+        _baseline_row(row, "PPO", p)
         row(
             "same workload, bare TorchRL loop (tutorial style, no Trainer) frames/s",
             _fmt(p["sb3_fps"], 0),
@@ -975,15 +972,7 @@ def markdown(results: dict[str, Any], command: str) -> str:
             ">= 1.5",
             _at_least(a["ratio"], 1.5),
         )
-        if a.get("baseline_fps") is not None:
-            row(
-                "same Atari workload, `--baseline` xdrl-train (before) frames/s",
-                _fmt(a["sb3_fps"], 0),
-                _fmt(a["baseline_fps"], 0),
-                _fmt(a["baseline_ratio"]),
-                "-",
-                None,
-            )
+        _baseline_row(row, "Atari", a)
     if "time-to-475" in r:
         t = r["time-to-475"]
         unreached = t.get("unreached", {})

@@ -247,6 +247,29 @@ def read_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
+def pendulum_transitions(n: int = 64, *, seed: int = 0) -> Any:
+    """A fixed batch of ``n`` made-up Pendulum transitions (3-d observations, actions in [-2, 2],
+    a quarter of them terminal, to test bootstrapping) for the off-policy losses and updates."""
+    import torch
+    from tensordict import TensorDict
+
+    gen = torch.Generator().manual_seed(seed)
+    terminated = torch.rand(n, 1, generator=gen) < 0.25
+    return TensorDict(
+        {
+            "observation": torch.randn(n, 3, generator=gen),
+            "action": 4 * torch.rand(n, 1, generator=gen) - 2,
+            "next": {
+                "observation": torch.randn(n, 3, generator=gen),
+                "reward": torch.randn(n, 1, generator=gen),
+                "terminated": terminated,
+                "done": terminated.clone(),
+            },
+        },
+        batch_size=[n],
+    )
+
+
 def read_summary(run_dir: Path) -> dict:
     """The run's summary.json."""
     return json.loads((run_dir / "summary.json").read_text())

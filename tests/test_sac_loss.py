@@ -5,34 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
 from torchrl.modules import MLP
 from torchrl.objectives import SACLoss
 
+from tests.conftest import pendulum_transitions
 from xdrl.algorithms import sac
 from xdrl.algorithms.ensemble import ensemble_forward, mlp_forward, mlp_layout
 from xdrl.algorithms.sac_loss import LeanSACLoss
 from xdrl.envs import make_env
-
-BATCH = 64
-
-
-def _batch(seed: int = 0) -> TensorDict:
-    gen = torch.Generator().manual_seed(seed)
-    terminated = torch.rand(BATCH, 1, generator=gen) < 0.25  # some ends, to test bootstrapping
-    return TensorDict(
-        {
-            "observation": torch.randn(BATCH, 3, generator=gen),
-            "action": 4 * torch.rand(BATCH, 1, generator=gen) - 2,
-            "next": {
-                "observation": torch.randn(BATCH, 3, generator=gen),
-                "reward": torch.randn(BATCH, 1, generator=gen),
-                "terminated": terminated,
-                "done": terminated.clone(),
-            },
-        },
-        batch_size=[BATCH],
-    )
 
 
 def _pair(**kwargs):
@@ -86,7 +66,7 @@ def test_same_values_and_gradients_as_sac_loss(kwargs, monkeypatch) -> None:
     monkeypatch.setattr(
         SACLoss, "forward", lambda self, td: calls.append(1) or torchrl_forward(self, td)
     )
-    lean_batch, reference_batch = _batch(), _batch()
+    lean_batch, reference_batch = pendulum_transitions(), pendulum_transitions()
     ours, our_grads = _run(lean, lean_batch)
     assert calls == []  # the lean path ran
     theirs, their_grads = _run(reference, reference_batch)
@@ -104,15 +84,15 @@ def test_same_values_and_gradients_as_sac_loss(kwargs, monkeypatch) -> None:
 
 def test_lean_loss_follows_loaded_weights() -> None:
     lean, reference = _pair()
-    lean(_batch())  # the lean path looks its parameters up once
+    lean(pendulum_transitions())  # the lean path looks its parameters up once
     with torch.no_grad():
         for p in reference.parameters():
             p.add_(0.1 * torch.randn_like(p))
     lean.load_state_dict(reference.state_dict())  # what a resume does
     torch.manual_seed(5)
-    ours = lean(_batch(1))
+    ours = lean(pendulum_transitions(seed=1))
     torch.manual_seed(5)
-    theirs = reference(_batch(1))
+    theirs = reference(pendulum_transitions(seed=1))
     for key in theirs.keys():
         torch.testing.assert_close(ours[key], theirs[key], rtol=1e-6, atol=1e-6, msg=key)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
-from tensordict import TensorDict
 
+from tests.conftest import pendulum_transitions
 from xdrl.algorithms import td3
 from xdrl.algorithms.off_policy import TargetUpdateHook
 from xdrl.envs import make_env
@@ -15,23 +15,6 @@ from xdrl.envs import make_env
 def _flat(loss, *names: str) -> torch.Tensor:
     return torch.cat(
         [p.detach().flatten() for n in names for p in getattr(loss, n).values(True, True)]
-    )
-
-
-def _batch(n: int = 32) -> TensorDict:
-    gen = torch.Generator().manual_seed(0)
-    return TensorDict(
-        {
-            "observation": torch.randn(n, 3, generator=gen),
-            "action": 4 * torch.rand(n, 1, generator=gen) - 2,
-            "next": {
-                "observation": torch.randn(n, 3, generator=gen),
-                "reward": torch.randn(n, 1, generator=gen),
-                "terminated": torch.zeros(n, 1, dtype=torch.bool),
-                "done": torch.zeros(n, 1, dtype=torch.bool),
-            },
-        },
-        batch_size=[n],
     )
 
 
@@ -61,7 +44,7 @@ def test_td3_targets_move_on_the_optimizer_steps_that_update_the_actor() -> None
             hook = TargetUpdateHook(hook.target_params_updater, clock=stepper)
             hook.load_state_dict(state[1])
         actor_before = _flat(loss, "actor_network_params")
-        stepper.step(trainer, _batch())
+        stepper.step(trainer, pendulum_transitions(32))
         hook()
         actor_moved.append(not torch.equal(actor_before, _flat(loss, "actor_network_params")))
         if actor_moved[-1]:

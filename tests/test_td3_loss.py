@@ -4,32 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
 from torchrl.objectives import TD3Loss
 
+from tests.conftest import pendulum_transitions
 from xdrl.algorithms import td3
 from xdrl.algorithms.td3_loss import LeanTD3Loss
 from xdrl.envs import make_env
-
-BATCH = 64
-
-
-def _batch(seed: int = 0) -> TensorDict:
-    gen = torch.Generator().manual_seed(seed)
-    terminated = torch.rand(BATCH, 1, generator=gen) < 0.25
-    return TensorDict(
-        {
-            "observation": torch.randn(BATCH, 3, generator=gen),
-            "action": 4 * torch.rand(BATCH, 1, generator=gen) - 2,
-            "next": {
-                "observation": torch.randn(BATCH, 3, generator=gen),
-                "reward": torch.randn(BATCH, 1, generator=gen),
-                "terminated": terminated,
-                "done": terminated.clone(),
-            },
-        },
-        batch_size=[BATCH],
-    )
 
 
 def _pair(**kwargs):
@@ -87,7 +67,7 @@ def test_same_values_and_gradients_as_td3_loss(method, kwargs, monkeypatch) -> N
         monkeypatch.setattr(
             TD3Loss, name, lambda self, td, f=original, n=name: calls.append(n) or f(self, td)
         )
-    lean_batch, reference_batch = _batch(), _batch()
+    lean_batch, reference_batch = pendulum_transitions(), pendulum_transitions()
     ours, our_grads = _run(lean, lean_batch, method)
     assert calls == []  # the lean path ran
     theirs, their_grads = _run(reference, reference_batch, method)

@@ -27,7 +27,9 @@ setting) with these variants:
 - ``gae``: TorchRL's ``GAE`` (critic on ``observation`` and ``("next", "observation")``) instead
   of ``OnePassGAE``;
 - ``loss``: TorchRL's ``ClipPPOLoss`` (the shared torso runs once per head);
-- ``torchrl``: both swapped back at once.
+- ``s2d``: the first convolution of a training pass as ``nn.Conv2d`` computes it instead of
+  ``space_to_depth_conv``;
+- ``torchrl``: ``gae`` and ``loss`` swapped back at once.
 
 Usage: ``python scripts/bench_ablation.py --reps 3 --frames 10240`` prints a Markdown table;
 ``python scripts/bench_ablation.py --workload sac --reps 3 --frames 1024`` the SAC one;
@@ -45,13 +47,14 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 from hydra import compose, initialize_config_module
 
 VARIANTS = ["xdrl", "collector", "loss", "trainer", "stepper", "torchrl"]
 OFF_POLICY_VARIANTS = ["xdrl", "loss", "replay", "target", "torchrl"]
-ATARI_VARIANTS = ["xdrl", "gae", "loss", "torchrl"]
+ATARI_VARIANTS = ["xdrl", "gae", "loss", "s2d", "torchrl"]
 WORKLOADS = {
     "ppo": ["experiment=cartpole_ppo"],
     "sac": ["env=pendulum", "algorithm=sac"],
@@ -71,9 +74,15 @@ def swapped_atari(variant: str) -> Iterator[None]:
     """Swap the Atari PPO pieces back for what they replaced while building the run."""
     from torchrl.objectives import ClipPPOLoss
 
+    from xdrl.algorithms import encoders
+
+    def direct(conv: Any, x: Any) -> Any:
+        return conv(encoders.scaled_pixels(x))
+
     patches = {
         "gae": [mock.patch("xdrl.algorithms.on_policy.has_image_encoder", lambda *a: False)],
         "loss": [mock.patch("xdrl.algorithms.ppo.LeanClipPPOLoss", ClipPPOLoss)],
+        "s2d": [mock.patch.object(encoders, "space_to_depth_conv", direct)],
     }
     patches["torchrl"] = [*patches["gae"], *patches["loss"]]
     with contextlib.ExitStack() as stack:

@@ -29,6 +29,10 @@ setting) with these variants:
 - ``loss``: TorchRL's ``ClipPPOLoss`` (the shared torso runs once per head);
 - ``s2d``: the first convolution of a training pass as ``nn.Conv2d`` computes it instead of
   ``space_to_depth_conv``;
+- ``chunks``: ``OnePassGAE``'s critic over the whole batch in one pass instead of 256 rows at a
+  time;
+- ``gather``: TorchRL's ``TensorDictReplayBuffer`` draws the minibatches instead of
+  ``LeanReplayBuffer``;
 - ``torchrl``: ``gae`` and ``loss`` swapped back at once.
 
 Usage: ``python scripts/bench_ablation.py --reps 3 --frames 10240`` prints a Markdown table;
@@ -54,7 +58,7 @@ from hydra import compose, initialize_config_module
 
 VARIANTS = ["xdrl", "collector", "loss", "trainer", "stepper", "torchrl"]
 OFF_POLICY_VARIANTS = ["xdrl", "loss", "replay", "target", "torchrl"]
-ATARI_VARIANTS = ["xdrl", "gae", "loss", "s2d", "torchrl"]
+ATARI_VARIANTS = ["xdrl", "gae", "loss", "s2d", "chunks", "gather", "torchrl"]
 WORKLOADS = {
     "ppo": ["experiment=cartpole_ppo"],
     "sac": ["env=pendulum", "algorithm=sac"],
@@ -72,9 +76,11 @@ WORKLOADS = {
 @contextlib.contextmanager
 def swapped_atari(variant: str) -> Iterator[None]:
     """Swap the Atari PPO pieces back for what they replaced while building the run."""
+    from torchrl.data import TensorDictReplayBuffer
     from torchrl.objectives import ClipPPOLoss
 
     from xdrl.algorithms import encoders
+    from xdrl.algorithms.on_policy import OnePassGAE
 
     def direct(conv: Any, x: Any) -> Any:
         return conv(encoders.scaled_pixels(x))
@@ -83,6 +89,10 @@ def swapped_atari(variant: str) -> Iterator[None]:
         "gae": [mock.patch("xdrl.algorithms.on_policy.has_image_encoder", lambda *a: False)],
         "loss": [mock.patch("xdrl.algorithms.ppo.LeanClipPPOLoss", ClipPPOLoss)],
         "s2d": [mock.patch.object(encoders, "space_to_depth_conv", direct)],
+        "chunks": [mock.patch.object(OnePassGAE, "chunk", 1 << 30)],
+        "gather": [
+            mock.patch("xdrl.algorithms.on_policy.LeanReplayBuffer", TensorDictReplayBuffer)
+        ],
     }
     patches["torchrl"] = [*patches["gae"], *patches["loss"]]
     with contextlib.ExitStack() as stack:

@@ -325,8 +325,8 @@ def test_a_short_breakout_run_resumes_from_its_checkpoint(preset: str, tmp_path:
 
 
 def test_one_pass_gae_matches_torchrls_gae() -> None:
-    """The image critic's single pass gives TorchRL's values, advantages and targets, across
-    episode ends inside the batch (life losses in Breakout)."""
+    """The image critic's single pass, in chunks of rows, gives TorchRL's values, advantages and
+    targets, across episode ends inside the batch (life losses in Breakout)."""
     from xdrl.algorithms.on_policy import OnePassGAE
     from xdrl.algorithms.ppo import build as build_ppo
     from xdrl.collector import VectorCollector
@@ -337,6 +337,7 @@ def test_one_pass_gae_matches_torchrls_gae() -> None:
     collector = VectorCollector(env, parts.policy, frames_per_batch=256, total_frames=256)
     batch = next(iter(collector))
     assert batch["next", "done"].any()  # an episode ends inside the batch
+    hook.chunk = 100  # 256 rows in three passes (100, 100, 56)
     ours = hook(batch.clone())
     with torch.no_grad():
         reference = parts.loss_module.value_estimator(batch.clone())

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 from tensordict import TensorDict
-from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+from torchrl.data import (
+    LazyTensorStorage,
+    RandomSampler,
+    SamplerWithoutReplacement,
+    TensorDictReplayBuffer,
+)
 from torchrl.objectives import SoftUpdate
 
 from xdrl.algorithms import sac
@@ -34,10 +39,21 @@ def _transitions(n: int, seed: int) -> TensorDict:
     )
 
 
+SAMPLERS = {
+    "uniform": RandomSampler,  # off-policy replay
+    "epochs": lambda: SamplerWithoutReplacement(drop_last=True),  # PPO's minibatches
+}
+
+
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
 @pytest.mark.parametrize("capacity", [40, 1000])  # wrapped around, and partly filled
-def test_same_batches_as_torchrl_sampling(capacity: int, monkeypatch) -> None:
-    lean = LeanReplayBuffer(storage=LazyTensorStorage(capacity), batch_size=16)
-    reference = TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), batch_size=16)
+def test_same_batches_as_torchrl_sampling(capacity: int, sampler: str, monkeypatch) -> None:
+    lean = LeanReplayBuffer(
+        storage=LazyTensorStorage(capacity), sampler=SAMPLERS[sampler](), batch_size=16
+    )
+    reference = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(capacity), sampler=SAMPLERS[sampler](), batch_size=16
+    )
     for seed in range(3):
         batch = _transitions(25, seed)
         lean.extend(batch.clone())
@@ -47,9 +63,11 @@ def test_same_batches_as_torchrl_sampling(capacity: int, monkeypatch) -> None:
     monkeypatch.setattr(
         LazyTensorStorage, "get", lambda self, i: gathered.append(1) or storage_get(self, i)
     )
-    for step in range(4):
+    drawn = []
+    for step in range(10):  # several epochs of the without-replacement sampler
         torch.manual_seed(step)
         ours = lean.sample()
+        drawn.append(ours["index"])
         assert gathered == []  # the lean path ran: TorchRL's storage indexing was not used
         torch.manual_seed(step)
         theirs = reference.sample()
@@ -61,6 +79,10 @@ def test_same_batches_as_torchrl_sampling(capacity: int, monkeypatch) -> None:
             assert ours[key].dtype == theirs[key].dtype, key
             torch.testing.assert_close(ours[key], theirs[key], rtol=0, atol=0, msg=str(key))
     assert int(ours["index"].max()) < len(lean)
+    if sampler == "epochs":  # each epoch's batches are distinct rows
+        per_epoch = len(lean) // 16
+        epoch = torch.cat(drawn[:per_epoch])
+        assert epoch.unique().numel() == epoch.numel()
 
 
 def test_other_calls_sample_through_torchrl() -> None:

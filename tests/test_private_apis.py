@@ -45,7 +45,6 @@ ATTRIBUTES = [
     ("torchrl.checkpoint", "Checkpoint._local_path", "xdrl/checkpointing.py"),
     ("torch", "_foreach_lerp_", "xdrl/algorithms/off_policy.py (LeanSoftUpdate)"),
     ("torch", "_foreach_copy_", "xdrl/algorithms/off_policy.py (LeanHardUpdate)"),
-    ("torchrl.modules.distributions.utils", "safetanh_noeps", "algorithms/tanh_normal_actor.py"),
     ("torchrl.modules", "AdditiveGaussianModule._add_noise", "xdrl/algorithms/td3_actor.py"),
     ("torchrl.data", "LazyTensorStorage._rand_given_ndim", "xdrl/algorithms/replay.py"),
     ("torchrl.objectives", "SACLoss._alpha", "xdrl/algorithms/sac_loss.py"),

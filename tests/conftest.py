@@ -230,9 +230,13 @@ class WarmProcess:
 
 
 def run_cli(
-    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 900
 ) -> subprocess.CompletedProcess:
-    """Run the installed ``xdrl-train`` console script as a user would (W&B offline)."""
+    """Run the installed ``xdrl-train`` console script as a user would (W&B offline).
+
+    ``timeout`` is a safety net against a hung run, not a deadline: the three-job ``dst_dqn``
+    sweep of ``test_pareto.py`` ran past 300 s with three other CPU-bound jobs beside the suite
+    on 2 cores."""
     return run_script("xdrl-train", args, cwd, {**WANDB_OFFLINE, **(env or {})}, timeout)
 
 

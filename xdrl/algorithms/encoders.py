@@ -125,9 +125,9 @@ def scaled_pixels(x: torch.Tensor) -> torch.Tensor:
 
 
 def space_to_depth_conv(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
-    """``conv(x / 255)`` for a strided convolution whose kernel is a multiple of its stride
-    (the Nature CNN's 8x8/4), computed as a stride-1 convolution over ``stride x stride`` pixel
-    blocks moved into channels (input ``[N, C, H, W]`` -> ``[N, C*s*s, H/s, W/s]``, kernel
+    """``conv(scaled_pixels(x))`` for an unpadded convolution whose kernel is a multiple of its
+    stride (the Nature CNN's 8x8/4), computed as a stride-1 convolution over ``stride x stride``
+    pixel blocks moved into channels (input ``[N, C, H, W]`` -> ``[N, C*s*s, H/s, W/s]``, kernel
     ``[O, C, k, k]`` -> ``[O, C*s*s, k/s, k/s]``): the same sums in another order.
 
     Why: oneDNN's weight gradient of the 4-channel 8x8/4 convolution is slow on CPU. On this
@@ -141,6 +141,8 @@ def space_to_depth_conv(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     """
     s = conv.stride[0]
     out_c, in_c, kh, kw = conv.weight.shape
+    if conv.stride != (s, s) or kh % s or kw % s or conv.padding != (0, 0) or conv.groups != 1:
+        raise ValueError(f"space_to_depth_conv needs an unpadded kernel in whole strides: {conv}")
     n, c, h, w = x.shape
     x = x[..., : h // s * s, : w // s * s]
     blocks = x.reshape(n, c, h // s, s, w // s, s).permute(0, 1, 3, 5, 2, 4)

@@ -9,8 +9,8 @@ to its filled length, indexing it (a TensorDict per nested level, key by key) an
 draws), gathers every stored tensor with one ``index_select`` and builds the batch TensorDict
 once. It applies to the buffers xdrl builds (``LazyTensorStorage``, ``RandomSampler`` or
 ``SamplerWithoutReplacement``, no transforms, prefetch, pinning or slice units); any other buffer
-samples through TorchRL. Tested
-against TorchRL's ``sample`` on the same seed: same keys, values, dtypes and indices.
+samples through TorchRL. Tested against TorchRL's ``sample`` on the same seed: same keys, values,
+dtypes and indices.
 
 The same gather serves PPO's minibatches (``SamplerWithoutReplacement``, indices drawn by the
 sampler itself, so its epoch state is TorchRL's): TensorDict's indexing of a uint8 frame stack

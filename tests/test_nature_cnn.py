@@ -52,3 +52,11 @@ def test_nature_cnn_trains_through_the_space_to_depth_layer() -> None:
             cnn(frames)  # slower in this form under bf16: the direct convolution
         assert s2d.call_count == 1
     torch.testing.assert_close(trained.detach(), direct, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "conv", [nn.Conv2d(4, 8, 8, stride=4, padding=1), nn.Conv2d(4, 8, 6, stride=4)]
+)
+def test_space_to_depth_refuses_what_it_does_not_compute(conv) -> None:
+    with pytest.raises(ValueError, match="whole strides"):
+        space_to_depth_conv(conv, torch.zeros(1, 4, 84, 84, dtype=torch.uint8))

@@ -80,6 +80,25 @@ def test_gradient_norm_equals_torchrl(clip: bool) -> None:
         torch.testing.assert_close(p.grad, ref)
 
 
+@pytest.mark.parametrize("max_norm", [0.5, 1e6])  # clipped, and left alone
+def test_global_norm_clip_is_torchs_bit_for_bit(max_norm: float) -> None:
+    from xdrl.algorithms.stepper import clip_global_norm, total_norm
+
+    torch.manual_seed(0)
+    grads = [torch.randn(256, 4), torch.randn(256), torch.randn(2, 256), torch.randn(2)]
+    ours, theirs = [g.clone() for g in grads], [g.clone() for g in grads]
+    norm = clip_global_norm(ours, max_norm)
+    params = [torch.nn.Parameter(torch.zeros_like(g)) for g in grads]
+    for param, g in zip(params, theirs, strict=True):
+        param.grad = g
+    expected = torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+    assert torch.equal(norm, expected)
+    assert torch.equal(total_norm(grads), torch.nn.utils.get_total_norm(grads, foreach=True))
+    for mine, reference in zip(ours, theirs, strict=True):
+        assert torch.equal(mine, reference)
+    assert (float(norm) > max_norm) == (max_norm == 0.5)  # the first case really clips
+
+
 # Parity with TorchRL: the same batches through Trainer.optim_steps and XdrlTrainer.optim_steps
 _OPTIM_STAGES = (
     "pre_optim_steps",

@@ -9,6 +9,30 @@ from torch import optim
 from torchrl.trainers import DefaultOptimizationStepper, Trainer
 
 
+def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The global L2 norm of ``grads`` (one device and dtype), as
+    ``torch.nn.utils.get_total_norm(grads, foreach=True)`` computes it, without its grouping of
+    the tensors by device and dtype."""
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+
+
+def clip_global_norm(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` for gradients on one device and dtype: the same ops
+    (per-tensor norms, their norm, ``max_norm / (norm + 1e-6)`` clamped at 1, one foreach
+    multiply) without torch's device/dtype grouping, foreach-support checks and three
+    ``no_grad`` wrappers; returns the norm before clipping.
+
+    Why: on ``cartpole_dqn`` (batch 64, 256x256 Q-network, clipping at 10 as SB3 does) torch's
+    function was ~9% of a cProfile (grouping and wrappers included); on its six gradients it
+    took 149 us per call against 82 us for this (one process, alternated, 1 thread, machine
+    busy). Tested bit for bit against torch's.
+    """
+    norm = total_norm(grads)
+    with torch.no_grad():
+        torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_(max=1.0))
+    return norm
+
+
 class DetachedOptimizationStepper(DefaultOptimizationStepper):
     """TorchRL's default step (sum ``loss_*``, backward, clip, step), with detached outputs.
 
@@ -33,10 +57,15 @@ class DetachedOptimizationStepper(DefaultOptimizationStepper):
         optimizer: optim.Optimizer, clip_grad_norm: bool, clip_norm: float | None
     ) -> torch.Tensor:  # type: ignore[override]
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        if clip_grad_norm and clip_norm is not None:
-            return torch.nn.utils.clip_grad_norm_(params, clip_norm, foreach=True)
         grads = [p.grad for p in params if p.grad is not None]
-        norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+        if clip_grad_norm and clip_norm is not None:
+            if grads and len({(g.device, g.dtype) for g in grads}) == 1:
+                return clip_global_norm(grads, clip_norm)
+            return torch.nn.utils.clip_grad_norm_(params, clip_norm, foreach=True)
+        if grads and len({(g.device, g.dtype) for g in grads}) == 1:
+            norm = total_norm(grads)
+        else:
+            norm = torch.nn.utils.get_total_norm(grads, foreach=True)
         if clip_norm is not None:
             torch.nn.utils.clip_grad_value_(params, clip_norm, foreach=True)
         return norm

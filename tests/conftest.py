@@ -251,9 +251,10 @@ def read_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
-def pendulum_transitions(n: int = 64, *, seed: int = 0) -> Any:
-    """A fixed batch of ``n`` made-up Pendulum transitions (3-d observations, actions in [-2, 2],
-    a quarter of them terminal, to test bootstrapping) for the off-policy losses and updates."""
+def made_up_transitions(n: int, obs_dim: int, draw_actions: Any, *, seed: int = 0) -> Any:
+    """A fixed batch of ``n`` made-up transitions (``obs_dim``-d observations, actions from
+    ``draw_actions(generator, n)``, a quarter of them terminal, to test bootstrapping) for the
+    off-policy losses and updates."""
     import torch
     from tensordict import TensorDict
 
@@ -261,16 +262,25 @@ def pendulum_transitions(n: int = 64, *, seed: int = 0) -> Any:
     terminated = torch.rand(n, 1, generator=gen) < 0.25
     return TensorDict(
         {
-            "observation": torch.randn(n, 3, generator=gen),
-            "action": 4 * torch.rand(n, 1, generator=gen) - 2,
+            "observation": torch.randn(n, obs_dim, generator=gen),
+            "action": draw_actions(gen, n),
             "next": {
-                "observation": torch.randn(n, 3, generator=gen),
+                "observation": torch.randn(n, obs_dim, generator=gen),
                 "reward": torch.randn(n, 1, generator=gen),
                 "terminated": terminated,
                 "done": terminated.clone(),
             },
         },
         batch_size=[n],
+    )
+
+
+def pendulum_transitions(n: int = 64, *, seed: int = 0) -> Any:
+    """Made-up Pendulum transitions: 3-d observations, actions in [-2, 2]."""
+    import torch
+
+    return made_up_transitions(
+        n, 3, lambda gen, k: 4 * torch.rand(k, 1, generator=gen) - 2, seed=seed
     )
 
 

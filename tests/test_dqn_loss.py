@@ -7,6 +7,7 @@ import torch
 from tensordict import TensorDict
 from torchrl.objectives import DQNLoss, HardUpdate
 
+from tests.conftest import made_up_transitions
 from xdrl.algorithms import dqn
 from xdrl.algorithms.dqn_loss import LeanDQNLoss
 from xdrl.algorithms.off_policy import LeanHardUpdate
@@ -16,20 +17,9 @@ BATCH = 64
 
 
 def _batch(seed: int = 0) -> TensorDict:
-    gen = torch.Generator().manual_seed(seed)
-    terminated = torch.rand(BATCH, 1, generator=gen) < 0.25
-    return TensorDict(
-        {
-            "observation": torch.randn(BATCH, 4, generator=gen),
-            "action": torch.randint(0, 2, (BATCH,), generator=gen),
-            "next": {
-                "observation": torch.randn(BATCH, 4, generator=gen),
-                "reward": torch.randn(BATCH, 1, generator=gen),
-                "terminated": terminated,
-                "done": terminated.clone(),
-            },
-        },
-        batch_size=[BATCH],
+    """Made-up CartPole transitions: 4-d observations, actions 0 or 1."""
+    return made_up_transitions(
+        BATCH, 4, lambda gen, n: torch.randint(0, 2, (n,), generator=gen), seed=seed
     )
 
 

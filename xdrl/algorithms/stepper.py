@@ -58,14 +58,12 @@ class DetachedOptimizationStepper(DefaultOptimizationStepper):
     ) -> torch.Tensor:  # type: ignore[override]
         params = [p for group in optimizer.param_groups for p in group["params"]]
         grads = [p.grad for p in params if p.grad is not None]
+        one_kind = bool(grads) and len({(g.device, g.dtype) for g in grads}) == 1
         if clip_grad_norm and clip_norm is not None:
-            if grads and len({(g.device, g.dtype) for g in grads}) == 1:
+            if one_kind:
                 return clip_global_norm(grads, clip_norm)
             return torch.nn.utils.clip_grad_norm_(params, clip_norm, foreach=True)
-        if grads and len({(g.device, g.dtype) for g in grads}) == 1:
-            norm = total_norm(grads)
-        else:
-            norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+        norm = total_norm(grads) if one_kind else torch.nn.utils.get_total_norm(grads, foreach=True)
         if clip_norm is not None:
             torch.nn.utils.clip_grad_value_(params, clip_norm, foreach=True)
         return norm

@@ -10,7 +10,9 @@ ratio to ``xdrl`` (everything on).
 - ``loss``: TorchRL's ``ClipPPOLoss`` instead of ``LeanClipPPOLoss``;
 - ``trainer``: TorchRL's ``Trainer`` instead of ``XdrlTrainer`` (per-step loss averaging);
 - ``stepper``: TorchRL's gradient norm (per-parameter clipping, Python float) in the stepper;
-- ``torchrl``: all four swapped back at once.
+- ``optimizer``: ``optimizer.step()`` and ``zero_grad()`` instead of ``FusedAdamStep`` (this one
+  also in the off-policy workloads);
+- ``torchrl``: all five swapped back at once.
 
 ``--workload sac|td3|dqn`` runs an off-policy workload instead (the SAC/TD3 ones of
 ``scripts/bench.py``: Pendulum, 1 env, UTD 1, batch 256, a quarter of the frames random; DQN:
@@ -19,7 +21,7 @@ ratio to ``xdrl`` (everything on).
 - ``loss``: TorchRL's ``SACLoss``/``TD3Loss``/``DQNLoss`` instead of xdrl's lean subclasses;
 - ``replay``: TorchRL's ``TensorDictReplayBuffer`` instead of ``LeanReplayBuffer``;
 - ``target``: TorchRL's ``SoftUpdate``/``HardUpdate`` instead of the lean updaters;
-- ``torchrl``: all three swapped back at once.
+- ``torchrl``: all three swapped back at once (and ``optimizer``).
 
 ``--workload atari`` runs ``experiment=atari_ppo`` on Breakout (``--threads 2`` for the bench's
 setting) with these variants:
@@ -56,8 +58,8 @@ from unittest import mock
 
 from hydra import compose, initialize_config_module
 
-VARIANTS = ["xdrl", "collector", "loss", "trainer", "stepper", "torchrl"]
-OFF_POLICY_VARIANTS = ["xdrl", "loss", "replay", "target", "torchrl"]
+VARIANTS = ["xdrl", "collector", "loss", "trainer", "stepper", "optimizer", "torchrl"]
+OFF_POLICY_VARIANTS = ["xdrl", "loss", "replay", "target", "optimizer", "torchrl"]
 ATARI_VARIANTS = ["xdrl", "gae", "loss", "s2d", "chunks", "gather", "torchrl"]
 WORKLOADS = {
     "ppo": ["experiment=cartpole_ppo"],
@@ -71,6 +73,23 @@ WORKLOADS = {
     "dqn": ["experiment=cartpole_dqn"],
     "atari": ["experiment=atari_ppo", "env.id=ALE/Breakout-v5"],
 }
+
+
+class TorchOptimizerStep:
+    """``FusedAdamStep``'s interface on the optimizer's own ``step`` and ``zero_grad``."""
+
+    def __init__(self, optimizer: Any) -> None:
+        self.optimizer = optimizer
+
+    def __call__(self) -> None:
+        self.optimizer.step()
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def optimizer_patch() -> Any:
+    return mock.patch("xdrl.algorithms.stepper.FusedAdamStep", TorchOptimizerStep)
 
 
 @contextlib.contextmanager
@@ -120,8 +139,11 @@ def swapped_off_policy(variant: str) -> Iterator[None]:
             mock.patch("xdrl.algorithms.off_policy.LeanSoftUpdate", SoftUpdate),
             mock.patch("xdrl.algorithms.off_policy.LeanHardUpdate", HardUpdate),
         ],
+        "optimizer": [optimizer_patch()],
     }
-    patches["torchrl"] = [p for name in ("loss", "replay", "target") for p in patches[name]]
+    patches["torchrl"] = [
+        p for name in ("loss", "replay", "target", "optimizer") for p in patches[name]
+    ]
     with contextlib.ExitStack() as stack:
         for patch in patches.get(variant, []):
             stack.enter_context(patch)
@@ -149,9 +171,12 @@ def swapped(variant: str) -> Iterator[None]:
         "loss": [mock.patch("xdrl.algorithms.ppo.LeanClipPPOLoss", ClipPPOLoss)],
         "trainer": [mock.patch("xdrl.build.XdrlTrainer", Trainer)],
         "stepper": [mock.patch("xdrl.build.DetachedOptimizationStepper", TorchRLNorm)],
+        "optimizer": [optimizer_patch()],
     }
     patches["torchrl"] = [
-        p for name in ("collector", "loss", "trainer", "stepper") for p in patches[name]
+        p
+        for name in ("collector", "loss", "trainer", "stepper", "optimizer")
+        for p in patches[name]
     ]
     with contextlib.ExitStack() as stack:
         for patch in patches.get(variant, []):

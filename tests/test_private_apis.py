@@ -53,6 +53,14 @@ ATTRIBUTES = [
     ("atexit", "_run_exitfuncs", "xdrl/cli.py (exit_without_teardown)"),
     ("threading", "_shutdown", "xdrl/cli.py (exit_without_teardown)"),
     ("torchrl.envs.batched_envs", "BatchedEnvBase", "xdrl/env_state.py"),
+    *(
+        ("torch", name, "xdrl/algorithms/fused_adam.py")
+        for name in ("_fused_adam_", "_fused_adamw_", "_foreach_add_")
+    ),
+    *(
+        ("torch.optim.optimizer", name, "xdrl/algorithms/fused_adam.py")
+        for name in ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks")
+    ),
 ]
 
 # Attributes only an instance holds, found in the source of the class that sets them.
@@ -74,6 +82,10 @@ SET_IN_SOURCE = [
         for name in ("_version", "min_log_alpha", "max_log_alpha", "skip_done_states")
     ),
     ("torchrl.objectives.common", "LossModule", "self._value_estimator", "sac/td3/dqn_loss.py"),
+    *(
+        ("torch.optim", "Optimizer", f"self.{name}", "xdrl/algorithms/fused_adam.py")
+        for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks")
+    ),
 ]
 
 

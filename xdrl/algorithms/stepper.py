@@ -8,6 +8,8 @@ from tensordict import TensorDictBase
 from torch import optim
 from torchrl.trainers import DefaultOptimizationStepper, Trainer
 
+from xdrl.algorithms.fused_adam import FusedAdamStep
+
 
 def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     """The global L2 norm of ``grads`` (one device and dtype), as
@@ -48,9 +50,22 @@ class DetachedOptimizationStepper(DefaultOptimizationStepper):
     Args:
         loss_components: loss entries to sum for the backward pass (None: every ``loss_*``).
 
+    The optimizer step and ``zero_grad`` go through :class:`FusedAdamStep` (torch's fused Adam
+    kernel without ``Optimizer.step``'s wrappers, bit for bit the same update).
+
     Example:
         >>> Trainer(..., optimizer=adam, optimization_stepper=DetachedOptimizationStepper())
     """
+
+    _fused: FusedAdamStep | None = None
+
+    def optimizer_step(self, optimizer: optim.Optimizer) -> None:
+        """``optimizer.step()`` then ``optimizer.zero_grad(set_to_none=True)``."""
+        fused = self._fused
+        if fused is None or fused.optimizer is not optimizer:
+            fused = self._fused = FusedAdamStep(optimizer)
+        fused()
+        fused.zero_grad()
 
     @staticmethod
     def _compute_and_clip_grad_norm(
@@ -83,8 +98,7 @@ class DetachedOptimizationStepper(DefaultOptimizationStepper):
         grad_norm = self._compute_and_clip_grad_norm(
             trainer.optimizer, trainer.clip_grad_norm, trainer.clip_norm
         )
-        trainer.optimizer.step()
-        trainer.optimizer.zero_grad()
+        self.optimizer_step(trainer.optimizer)
         out = losses.detach()
         out["grad_norm"] = grad_norm.detach()
         return out

@@ -75,8 +75,7 @@ class DelayedActorStepper(DetachedOptimizationStepper):
         grad_norm = self._compute_and_clip_grad_norm(
             trainer.optimizer, trainer.clip_grad_norm, trainer.clip_norm
         )
-        trainer.optimizer.step()
-        trainer.optimizer.zero_grad(set_to_none=True)
+        self.optimizer_step(trainer.optimizer)
         return TensorDict(
             loss_qvalue=loss_qvalue.detach(),
             loss_actor=self._last_actor_loss,

@@ -21,7 +21,9 @@ ratio to ``xdrl`` (everything on).
 - ``loss``: TorchRL's ``SACLoss``/``TD3Loss``/``DQNLoss`` instead of xdrl's lean subclasses;
 - ``replay``: TorchRL's ``TensorDictReplayBuffer`` instead of ``LeanReplayBuffer``;
 - ``target``: TorchRL's ``SoftUpdate``/``HardUpdate`` instead of the lean updaters;
-- ``torchrl``: all three swapped back at once (and ``optimizer``).
+- ``policy`` (DQN): TorchRL's ``TensorDictSequential(QValueActor, EGreedyModule)`` instead of
+  ``EpsilonGreedyQPolicy`` and ``LeanEGreedyModule``;
+- ``torchrl``: all three swapped back at once (and ``optimizer`` and ``policy``).
 
 ``--workload atari`` runs ``experiment=atari_ppo`` on Breakout (``--threads 2`` for the bench's
 setting) with these variants:
@@ -59,7 +61,7 @@ from unittest import mock
 from hydra import compose, initialize_config_module
 
 VARIANTS = ["xdrl", "collector", "loss", "trainer", "stepper", "optimizer", "torchrl"]
-OFF_POLICY_VARIANTS = ["xdrl", "loss", "replay", "target", "optimizer", "torchrl"]
+OFF_POLICY_VARIANTS = ["xdrl", "loss", "replay", "target", "optimizer", "policy", "torchrl"]
 ATARI_VARIANTS = ["xdrl", "gae", "loss", "s2d", "chunks", "gather", "torchrl"]
 WORKLOADS = {
     "ppo": ["experiment=cartpole_ppo"],
@@ -123,7 +125,9 @@ def swapped_atari(variant: str) -> Iterator[None]:
 @contextlib.contextmanager
 def swapped_off_policy(variant: str) -> Iterator[None]:
     """Swap xdrl's lean off-policy pieces back for TorchRL's originals while building the run."""
+    from tensordict.nn import TensorDictSequential
     from torchrl.data import TensorDictReplayBuffer
+    from torchrl.modules import EGreedyModule
     from torchrl.objectives import DQNLoss, HardUpdate, SACLoss, SoftUpdate, TD3Loss
 
     patches = {
@@ -140,9 +144,13 @@ def swapped_off_policy(variant: str) -> Iterator[None]:
             mock.patch("xdrl.algorithms.off_policy.LeanHardUpdate", HardUpdate),
         ],
         "optimizer": [optimizer_patch()],
+        "policy": [
+            mock.patch("xdrl.algorithms.dqn.EpsilonGreedyQPolicy", TensorDictSequential),
+            mock.patch("xdrl.algorithms.dqn.LeanEGreedyModule", EGreedyModule),
+        ],
     }
     patches["torchrl"] = [
-        p for name in ("loss", "replay", "target", "optimizer") for p in patches[name]
+        p for name in ("loss", "replay", "target", "optimizer", "policy") for p in patches[name]
     ]
     with contextlib.ExitStack() as stack:
         for patch in patches.get(variant, []):

@@ -140,7 +140,12 @@ def test_evaluation_rollout_matches_torchrl(env_id: str, builder, exploration) -
 
 @pytest.mark.parametrize(
     ("env_id", "builder"),
-    [("CartPole-v1", build), ("Pendulum-v1", sac.build), ("Pendulum-v1", td3.build)],
+    [
+        ("CartPole-v1", build),
+        ("Pendulum-v1", sac.build),
+        ("Pendulum-v1", td3.build),
+        ("CartPole-v1", dqn.build),
+    ],
 )
 def test_tensor_path_replaces_the_tensordict_forward(env_id: str, builder, monkeypatch) -> None:
     """The parity test above holds either way; this one shows the fast path really ran."""

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 import torch
-from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.envs import LineariseRewards
-from torchrl.modules import EGreedyModule, QValueActor
+from torchrl.modules import QValueActor
 
 from xdrl.algorithms.common import (
     AlgorithmParts,
@@ -27,12 +26,14 @@ from xdrl.algorithms.common import (
     require_discrete,
 )
 from xdrl.algorithms.dqn_loss import LeanDQNLoss
+from xdrl.algorithms.egreedy import LeanEGreedyModule
 from xdrl.algorithms.frame_replay import stacked_frames
 from xdrl.algorithms.off_policy import (
     ExplorationAnnealingHook,
     off_policy_parts,
     target_updater,
 )
+from xdrl.algorithms.q_policy import EpsilonGreedyQPolicy
 from xdrl.config_types import (
     Activation,
     Cells,
@@ -100,7 +101,7 @@ def build(
     if q_init is not None:
         value = auto_q_init(env, q_init_bound) if q_init == "auto" else float(q_init)
         initialize_q(actor, value, linear=not q_cells)
-    greedy = EGreedyModule(
+    greedy = LeanEGreedyModule(
         env.full_action_spec_unbatched["action"],
         eps_init=float(eps_init),
         eps_end=float(eps_end),
@@ -121,7 +122,7 @@ def build(
     )
     return off_policy_parts(
         loss,
-        policy=TensorDictSequential(actor, greedy),
+        policy=EpsilonGreedyQPolicy(actor, greedy),
         eval_policy=actor,
         updater=updater,
         frames_per_batch=frames_per_batch,

@@ -44,10 +44,6 @@ class FusedAdamStep:
         self._groups: list[tuple[dict[str, Any], list[torch.Tensor]]] = []
         self._lists: dict[tuple[int, tuple[bool, ...]], tuple[list[torch.Tensor], ...]] = {}
 
-    def params(self) -> list[torch.Tensor]:
-        """Every parameter of the optimizer, group by group."""
-        return [p for group in self.optimizer.param_groups for p in group["params"]]
-
     def zero_grad(self) -> None:
         """``optimizer.zero_grad(set_to_none=True)``: every parameter's gradient set to None."""
         if not self._current():
@@ -146,10 +142,9 @@ class FusedAdamStep:
             if any(isinstance(v, torch.Tensor) for v in (group["lr"], *group["betas"])):
                 return False
             kinds.update((p.device, p.dtype) for p in group["params"])
-            self._groups.append((group, list(group["params"])))
         if len(kinds) != 1 or next(iter(kinds))[1] not in (torch.float32, torch.float64):
-            self._groups = []
             return False
+        self._groups = [(group, list(group["params"])) for group in opt.param_groups]
         self._layout = (opt.state, opt.param_groups, len(opt.param_groups))
         return True
 

@@ -595,12 +595,19 @@ OFF_POLICY = {
         "frames": 10_240,
         "warmup": 1_024,
         "sb3_threads": (1,),
-        "overrides": ["experiment=cartpole_dqn"],
+        # RL-Zoo's settings: the preset's Double DQN and lower learning rate (for its final
+        # policy on every seed) put back, so both sides do the same arithmetic
+        "overrides": [
+            "experiment=cartpole_dqn",
+            "algorithm.build.double_dqn=false",
+            "algorithm.optimizer.lr=2.3e-3",
+        ],
         "floor": None,
         "targets": {"ratio": 1.5},
         "workload": "CartPole-v1, RL-Zoo's DQN settings (lr 2.3e-3, batch 64, 128 gradient "
         "steps per 256 frames, [256, 256]; SB3 1 env trains every 256 frames, 1 thread; xdrl "
-        "`experiment=cartpole_dqn`, 8 envs x 32 steps, its defaults), 10,240 frames",
+        "`experiment=cartpole_dqn` with `algorithm.build.double_dqn=false`, 8 envs x 32 steps, "
+        "its defaults), 10,240 frames",
     },
 }
 

@@ -384,3 +384,29 @@ def test_heads_compute_in_float32_under_bf16_autocast() -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16):  # what the layer computed before
         rounded = torch.nn.functional.linear(features, head.weight, head.bias).float()
     assert (rounded - expected).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("explore", [True, False])
+def test_dqn_tensor_path_on_frames_is_its_tensordict_forward(explore: bool) -> None:
+    """The collector's tensor path of DQN's policy (Nature CNN Q-network, epsilon-greedy) gives
+    the outputs its TensorDict forward gives on the same frames and RNG state."""
+    from tensordict import TensorDict
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    from xdrl.algorithms import dqn
+
+    env = make_atari_env("ALE/Breakout-v5", num_envs=3, seed=0)
+    policy = dqn.build(env, frames_per_batch=48).policy
+    policy.module[1].eps.fill_(0.5)  # half the actions random: both branches of the draw
+    frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    torch.manual_seed(3)
+    fast = policy.act(frames, explore)
+    torch.manual_seed(3)
+    mode = ExplorationType.RANDOM if explore else ExplorationType.DETERMINISTIC
+    with set_exploration_type(mode), torch.no_grad():
+        slow = policy(TensorDict({"observation": frames}, batch_size=[3]))
+    assert fast is not None and set(fast) == {"action", "action_value", "chosen_action_value"}
+    for key, value in fast.items():
+        assert value.shape == slow[key].shape and value.dtype == slow[key].dtype, key
+        torch.testing.assert_close(value, slow[key], rtol=0, atol=1e-6, msg=key)
+    env.close()

@@ -74,7 +74,7 @@ class EpsilonGreedyQPolicy(TensorDictSequential, TensorSampler):
             action = torch.argmax(values, dim=-1).to(torch.long)
             chosen = values.gather(-1, action.unsqueeze(-1))
         if explore:
-            action = self._explore(action, observation.shape[:-1])
+            action = self._explore(action, values.shape[:-1])  # the batch: one row per env
         return {"action": action, "action_value": values, "chosen_action_value": chosen}
 
     def _explore(self, action: torch.Tensor, batch: torch.Size) -> torch.Tensor:

@@ -44,6 +44,25 @@ def _grads(net: nn.Module, step: int, only_last: bool) -> None:
     loss.backward()
 
 
+def _step_both(a, b, opt_a, lean: FusedAdamStep, step: int, only_last: bool = False) -> None:
+    """The same gradients on both networks, then torch's step on ``a`` and the lean one on
+    ``b``, each followed by its ``zero_grad``."""
+    for net in (a, b):
+        _grads(net, step, only_last)
+    opt_a.step()
+    opt_a.zero_grad(set_to_none=True)
+    lean()
+    lean.zero_grad()
+
+
+def _two_groups(net: nn.Sequential) -> list[dict]:
+    """Hidden layers in one group, the output layer in another with its own learning rate."""
+    return [
+        {"params": list(net[0].parameters()) + list(net[2].parameters())},
+        {"params": list(net[4].parameters()), "lr": 3e-3},
+    ]
+
+
 def _assert_same(a: nn.Module, b: nn.Module, opt_a, opt_b) -> None:
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb)
@@ -58,16 +77,8 @@ def test_same_update_as_torch_bit_for_bit(kind: str, monkeypatch: pytest.MonkeyP
     cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
     a = _net()
     b = copy.deepcopy(a)
-    groups_a = [
-        {"params": list(a[0].parameters()) + list(a[2].parameters())},
-        {"params": list(a[4].parameters()), "lr": 3e-3},
-    ]
-    groups_b = [
-        {"params": list(b[0].parameters()) + list(b[2].parameters())},
-        {"params": list(b[4].parameters()), "lr": 3e-3},
-    ]
-    opt_a = cls(groups_a, lr=1e-2, weight_decay=0.01, betas=(0.8, 0.99), fused=True)
-    opt_b = cls(groups_b, lr=1e-2, weight_decay=0.01, betas=(0.8, 0.99), fused=True)
+    opt_a = cls(_two_groups(a), lr=1e-2, weight_decay=0.01, betas=(0.8, 0.99), fused=True)
+    opt_b = cls(_two_groups(b), lr=1e-2, weight_decay=0.01, betas=(0.8, 0.99), fused=True)
     calls = _counted(opt_b, monkeypatch)
     sched_a = torch.optim.lr_scheduler.LinearLR(opt_a, 1.0, 0.1, total_iters=8)
     sched_b = torch.optim.lr_scheduler.LinearLR(opt_b, 1.0, 0.1, total_iters=8)
@@ -75,12 +86,7 @@ def test_same_update_as_torch_bit_for_bit(kind: str, monkeypatch: pytest.MonkeyP
     # step 0 trains only the last layer: the other layers' state comes later (torch makes it)
     plan = [True, False, True, True, False, False, True, False, False, False]
     for i, only_last in enumerate(plan):
-        for net in (a, b):
-            _grads(net, i, only_last)
-        opt_a.step()
-        opt_a.zero_grad(set_to_none=True)
-        lean()
-        lean.zero_grad()
+        _step_both(a, b, opt_a, lean, i, only_last)
         assert all(p.grad is None for p in b.parameters())
         sched_a.step()
         sched_b.step()
@@ -97,12 +103,7 @@ def test_state_reload_rebuilds_its_lists() -> None:
     opt_b = torch.optim.Adam(b.parameters(), lr=1e-2, fused=True)
     lean = FusedAdamStep(opt_b)
     for i in range(3):
-        for net in (a, b):
-            _grads(net, i, False)
-        opt_a.step()
-        opt_a.zero_grad()
-        lean()
-        lean.zero_grad()
+        _step_both(a, b, opt_a, lean, i)
     saved = copy.deepcopy(opt_a.state_dict())
     params = copy.deepcopy(list(a.parameters()))
     for i in range(3, 5):  # a moves on; b's cached lists point at state about to be replaced
@@ -116,12 +117,7 @@ def test_state_reload_rebuilds_its_lists() -> None:
     opt_a.load_state_dict(copy.deepcopy(saved))
     opt_b.load_state_dict(copy.deepcopy(saved))
     for i in range(5, 8):
-        for net in (a, b):
-            _grads(net, i, False)
-        opt_a.step()
-        opt_a.zero_grad()
-        lean()
-        lean.zero_grad()
+        _step_both(a, b, opt_a, lean, i)
         _assert_same(a, b, opt_a, opt_b)
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from torchrl.trainers import ValueEstimatorHook
 
+from xdrl.algorithms.on_policy import StackedValueGAE
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.build import build_trainer
 from xdrl.errors import ConfigError
@@ -27,7 +27,7 @@ def test_ppo_trainer_wiring(make_cfg) -> None:
         assert trainer.collector.requested_frames_per_batch == 256
         # register_op wraps hooks in functions named after them
         names = [getattr(op, "__name__", "") for op in _ops(trainer, "batch_process")]
-        assert names.index(ValueEstimatorHook.__name__) < names.index("extend")  # GAE first
+        assert names.index(StackedValueGAE.__name__) < names.index("extend")  # GAE first
         assert isinstance(trainer._modules["logging_hooks"], LoggingHookSet)
         assert trainer.checkpoint is not None and trainer.checkpoint_rotation is not None
         assert run.hook_set.eval_hook_set is not None

@@ -20,6 +20,7 @@ from xdrl.algorithms.common import (
     stochastic_actor,
 )
 from xdrl.algorithms.encoders import has_image_encoder
+from xdrl.algorithms.mlp_forward import MLPForward
 from xdrl.algorithms.replay import LeanReplayBuffer
 from xdrl.errors import ConfigError
 
@@ -177,6 +178,58 @@ class OnePassGAE:
         return values.reshape(*shape[:lead], *values.shape[1:])
 
 
+class StackedValueGAE:
+    """TorchRL's ``GAE`` whose critic runs on ``observation`` and ``("next", "observation")``
+    stacked into one plain tensor pass, as its vmap over the two does, without the vmap.
+
+    Why: on RL-Zoo's CartPole PPO workload (256 frames, 64x64 critic) ``ValueEstimatorHook``
+    took 1.11 ms per batch, 0.46 ms of it the TensorDict stacking, selection and vmap around
+    the value network; this hook took 0.64 ms (same process, alternated, 1 thread). Values,
+    advantages and targets are bit for bit TorchRL's (tested): the critic computes the same
+    rows and the recursion is TorchRL's own ``GAE`` reading the values written here. Like
+    TorchRL, a NaN next observation (a compact collector's missing final one) is replaced by
+    its step's observation.
+
+    Args:
+        critic: the ``ValueOperator`` (reads ``observation``); its module maps observations to
+            values.
+        gae: a TorchRL ``GAE`` without value network (it reads the values written here).
+
+    Example:
+        >>> hook = StackedValueGAE(critic, GAE(gamma=0.98, lmbda=0.8, value_network=None))
+        >>> batch = hook(batch)  # state_value, ("next", "state_value"), advantage, value_target
+    """
+
+    def __init__(self, critic: ValueOperator, gae: GAE) -> None:
+        self.net = MLPForward(critic.module)
+        self.value_key = critic.out_keys[0]
+        self.gae = gae
+
+    def __call__(self, batch):
+        observation = batch.get("observation")
+        next_observation = batch.get(("next", "observation"))
+        if next_observation.is_floating_point() and next_observation.isnan().any():
+            next_observation = torch.where(next_observation.isnan(), observation, next_observation)
+        with torch.no_grad():
+            values = self.net(torch.stack([observation, next_observation]))
+        batch.set(self.value_key, values[0])
+        batch.set(("next", self.value_key), values[1])
+        return self.gae(batch)
+
+
+def _stateless_gae(loss_module) -> GAE:
+    """A ``GAE`` with the loss's discount, lambda and keys that reads precomputed values."""
+    estimator = loss_module.value_estimator
+    gae = GAE(
+        gamma=float(estimator.gamma),
+        lmbda=float(estimator.lmbda),
+        value_network=None,
+        average_gae=False,
+    )
+    gae.set_keys(reward=estimator.tensor_keys.reward, value=loss_module.critic_network.out_keys[0])
+    return gae
+
+
 def on_policy_hooks(
     loss_module,
     buffer: ReplayBufferTrainer | WholeBatch,
@@ -185,19 +238,14 @@ def on_policy_hooks(
     scale_hooks: list | None = None,
 ):
     """Reward scaling, GAE then buffer extend (per batch, or per epoch), minibatch sampling;
-    one critic pass per observation (:class:`OnePassGAE`) for image critics."""
+    one critic pass per observation (:class:`OnePassGAE`) for image critics, one stacked pass
+    (:class:`StackedValueGAE`) for the others."""
     value_hook: Any = ValueEstimatorHook(loss_module.value_estimator)
     critic = loss_module.critic_network
     if has_image_encoder(critic):
-        estimator = loss_module.value_estimator
-        gae = GAE(
-            gamma=float(estimator.gamma),
-            lmbda=float(estimator.lmbda),
-            value_network=None,
-            average_gae=False,
-        )
-        gae.set_keys(reward=estimator.tensor_keys.reward, value=critic.out_keys[0])
-        value_hook = OnePassGAE(critic, gae)
+        value_hook = OnePassGAE(critic, _stateless_gae(loss_module))
+    elif list(critic.in_keys) == ["observation"]:
+        value_hook = StackedValueGAE(critic, _stateless_gae(loss_module))
     stage = "pre_epoch" if advantage_every_epoch else "batch_process"
     return [
         *(scale_hooks or []),

@@ -159,3 +159,35 @@ def test_tensor_path_replaces_the_tensordict_forward(env_id: str, builder, monke
     monkeypatch.setattr(type(policy), "forward", refuse)
     batch = next(iter(VectorCollector(env, policy, frames_per_batch=8, total_frames=8)))
     assert batch["action"].shape[:2] == (2, 4)
+
+
+@pytest.mark.parametrize("rows", [1, 8, 64])
+def test_categorical_draws_are_multinomials(rows: int) -> None:
+    """``CategoricalActor.sample`` draws what ``Categorical(logits).sample()`` draws from the
+    same RNG state, and leaves the RNG where it leaves it."""
+    env = make_env("CartPole-v1", num_envs=1, batching="vector", seed=0)
+    actor = build(env, frames_per_batch=8, minibatch_size=8).policy
+    observation = torch.randn(200, rows, 4) * 3
+    torch.manual_seed(5)
+    ours = torch.stack([actor.sample(obs)[0] for obs in observation])
+    after_ours = torch.get_rng_state()
+    torch.manual_seed(5)
+    with torch.no_grad():
+        theirs = torch.stack(
+            [
+                torch.distributions.Categorical(logits=actor.logits_net(o)).sample()
+                for o in observation
+            ]
+        )
+    assert torch.equal(ours, theirs) and torch.equal(after_ours, torch.get_rng_state())
+    assert 0 < ours.float().mean() < 1  # both actions drawn
+
+
+def test_a_diverged_policy_stops_the_collection() -> None:
+    """NaN weights: the batch is refused (``torch.multinomial`` refuses NaN in TorchRL's path)."""
+    env = make_env("CartPole-v1", num_envs=2, batching="vector", seed=0)
+    policy = build(env, frames_per_batch=8, minibatch_size=8).policy
+    with torch.no_grad():
+        next(policy.parameters()).fill_(float("nan"))
+    with pytest.raises(RuntimeError, match="holds NaN"):
+        next(iter(VectorCollector(env, policy, frames_per_batch=8, total_frames=8)))

@@ -80,7 +80,9 @@ def test_same_values_and_gradients_as_clip_ppo_loss(kwargs, monkeypatch) -> None
         torch.testing.assert_close(mine, ref, rtol=1e-6, atol=1e-6)
 
 
-def test_advantages_are_normalized_again_when_they_change() -> None:
+def test_per_batch_statistics_are_recomputed_when_their_tensors_change() -> None:
+    """The normalized advantages and the targets' variance (explained variance) are cached per
+    tensor: the same tensor again reuses them, a change in place recomputes them."""
     batch, actor, critic = _batch_and_nets()
     loss = LeanClipPPOLoss(actor, critic, functional=False, loss_critic_type="l2")
     reference = ClipPPOLoss(actor, critic, functional=False, loss_critic_type="l2")
@@ -90,11 +92,12 @@ def test_advantages_are_normalized_again_when_they_change() -> None:
     with torch.no_grad():
         loss.value_estimator(data)
         for _ in range(2):  # the same tensor twice (whole-batch epochs), then changed in place
-            for key in ("loss_objective", "ESS", "clip_fraction"):
+            for key in ("loss_objective", "ESS", "clip_fraction", "explained_variance"):
                 torch.testing.assert_close(
                     loss(data)[key], reference(data)[key], rtol=1e-6, atol=1e-6
                 )
             data.get("advantage").mul_(-2.0).add_(0.3)
+            data.get("value_target").mul_(3.0).add_(1.0)
 
 
 def test_an_annealed_clip_epsilon_is_used_at_once() -> None:

@@ -56,6 +56,15 @@ _ROOT_KEYS = {
 _FOLDED = (DTypeCastTransform, StepCounter, RewardSum, LineariseRewards, InitTracker)
 
 
+def check_policy_outputs(outputs: dict[str, torch.Tensor]) -> None:
+    """Refuse a batch whose policy outputs hold NaN (diverged networks), as
+    ``torch.multinomial`` refuses NaN probabilities in TorchRL's own sampling; checked once per
+    batch, not per step (see ``CategoricalActor.sample``)."""
+    for key, value in outputs.items():
+        if value.is_floating_point() and bool(value.isnan().any()):
+            raise RuntimeError(f"the policy's {key!r} holds NaN: the networks diverged")
+
+
 def fits(env: Any, policy: Any, init_random_frames: int = 0) -> bool:
     """Whether :class:`VectorCollector` reproduces TorchRL's ``Collector`` for this pair."""
     if not isinstance(env, TransformedEnv) or not isinstance(env.base_env, VectorGymEnv):
@@ -234,6 +243,7 @@ class VectorCollector(BaseCollector):
                 state["step_count"][done] = 0
         state["observation"] = current
         policy_out = {key: torch.stack([o[key] for o in outputs], 1) for key in outputs[0]}
+        check_policy_outputs(policy_out)
         length = t + 1
         arrays = [array[:, :length] for array in rows]
         return self._batch(arrays, policy_out, cpu_device=bool(until_all_done))

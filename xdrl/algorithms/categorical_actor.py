@@ -4,7 +4,7 @@ Why it exists: collecting 256 CartPole frames through ``ProbabilisticActor`` (Te
 ``torch.distributions.Categorical`` object, sample, log-prob) cost about 30% of xdrl's
 collection time, measured at ~0.25 ms per call on 8 observations; the arithmetic underneath is
 a few microseconds. :meth:`sample` and :meth:`log_prob_entropy` do the same maths on plain
-tensors (softmax + ``torch.multinomial`` exactly as ``Categorical.sample`` draws, log-softmax
+tensors (softmax + the draw ``torch.multinomial`` makes for ``Categorical.sample``, log-softmax
 gathered at the action, the analytic entropy), so :class:`~xdrl.collector.VectorCollector` and
 :class:`~xdrl.algorithms.ppo_loss.LeanClipPPOLoss` skip the TensorDict plumbing. The module is
 still a ``ProbabilisticActor``: evaluation, checkpoints and TorchRL's losses use it unchanged.
@@ -52,13 +52,20 @@ class CategoricalActor(ProbabilisticActor, TensorSampler):
     def sample(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample actions for a batch of observations: ``(action, log_prob, logits)``.
 
-        Draws with ``torch.multinomial`` on the softmax, as ``Categorical.sample`` does, so the
-        same torch RNG state gives the same actions as the TensorDict path. Call it under
-        ``torch.no_grad()`` to collect (a decorator here cost ~50 us per call).
+        Draws as ``Categorical.sample``'s ``torch.multinomial(probs, 1, True)`` does: for one
+        sample, ATen's multinomial takes ``argmax(probs / q)`` with ``q ~ Exp(1)`` drawn by
+        ``exponential_`` on a tensor shaped like ``probs``; the same two ops here, without its
+        validity checks (max, min, row sums and three host syncs), so the same torch RNG state
+        gives the same actions and leaves the same state (tested): 15.7 -> 5.4 us per call on
+        8 CartPole rows (1 thread). The checks' one use, refusing NaN probabilities, is the
+        collector's (:func:`xdrl.collector.check_policy_outputs`, once per batch). Call it
+        under ``torch.no_grad()`` to collect (a decorator here cost ~50 us per call).
         """
         logits = self._logits(observation)
         flat = logits.reshape(-1, logits.shape[-1])
-        action = torch.multinomial(flat.softmax(-1), 1, True).reshape(logits.shape[:-1])
+        probs = flat.softmax(-1)
+        action = (probs / torch.empty_like(probs).exponential_()).argmax(-1)
+        action = action.reshape(logits.shape[:-1])
         log_prob = logits.log_softmax(-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
         return action, log_prob, logits
 

@@ -127,17 +127,25 @@ class LeanClipPPOLoss(ClipPPOLoss):
             self.__dict__["_clip_cache"] = cached
         return cached[1]
 
-    def _normalized(self, advantage: torch.Tensor) -> torch.Tensor:
-        """Standardized advantages, computed once per advantage tensor: with whole-batch
-        minibatches every epoch passes the same, unchanged tensor."""
-        tag = (id(advantage), advantage._version, advantage.data_ptr())
-        cached = self.__dict__.get("_normalized_cache")
-        if cached is not None and cached[0] == tag and cached[1] is advantage:
+    def _once_per_tensor(self, name: str, tensor: torch.Tensor, compute) -> torch.Tensor:
+        """``compute(tensor)``, recomputed only when ``tensor`` is another tensor or was
+        changed in place: with whole-batch minibatches every epoch passes the same tensors."""
+        tag = (id(tensor), tensor._version, tensor.data_ptr())
+        cached = self.__dict__.get(name)
+        if cached is not None and cached[0] == tag and cached[1] is tensor:
             return cached[2]
+        value = compute(tensor)
+        self.__dict__[name] = (tag, tensor, value)
+        return value
+
+    def _normalized(self, advantage: torch.Tensor) -> torch.Tensor:
+        """Standardized advantages, computed once per advantage tensor."""
         eps = torch.finfo(torch.float).resolution
-        normalized = (advantage - advantage.mean()) / advantage.std().clamp_min(eps)
-        self.__dict__["_normalized_cache"] = (tag, advantage, normalized)
-        return normalized
+        return self._once_per_tensor(
+            "_normalized_cache",
+            advantage,
+            lambda a: (a - a.mean()) / a.std().clamp_min(eps),
+        )
 
     def _lean_critic(
         self, tensordict: TensorDictBase, inv_n: float, value: torch.Tensor | None = None
@@ -152,7 +160,8 @@ class LeanClipPPOLoss(ClipPPOLoss):
             with torch.no_grad():
                 eps = torch.finfo(target.dtype).eps
                 resid = torch.var(error, correction=0, dim=0)
-                out["explained_variance"] = 1.0 - resid / (
-                    torch.var(target, correction=0, dim=0) + eps
+                spread = self._once_per_tensor(  # the targets' variance: once per batch
+                    "_target_var_cache", target, lambda t: torch.var(t, correction=0, dim=0) + eps
                 )
+                out["explained_variance"] = 1.0 - resid / spread
         return out

@@ -63,6 +63,24 @@ def test_mean_of_one_step_is_that_step() -> None:
     assert two["loss"].item() == 3.0
 
 
+def test_mean_of_steps_keeps_every_entry_and_shape() -> None:
+    """Nested entries and entries of shape [1] (explained variance) average key by key."""
+    steps = [
+        TensorDict(
+            {
+                "a": torch.tensor(float(i)),
+                "ev": torch.tensor([2.0 * i]),
+                "n": {"b": torch.tensor(i + 1.0)},
+            }
+        )
+        for i in range(4)
+    ]
+    mean = mean_of_steps(steps)
+    assert set(mean.keys(True, True)) == {"a", "ev", ("n", "b")}
+    assert mean["a"].item() == 1.5 and mean["n", "b"].item() == 2.5
+    assert mean["ev"].shape == (1,) and mean["ev"].item() == 3.0
+
+
 @pytest.mark.parametrize("clip", [True, False])
 def test_gradient_norm_equals_torchrl(clip: bool) -> None:
     torch.manual_seed(0)

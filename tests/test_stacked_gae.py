@@ -61,3 +61,75 @@ def test_nan_next_observations_read_their_steps_observation() -> None:
     for key in KEYS[2:]:  # TorchRL writes the values into its NaN-free copy, not the batch
         assert torch.equal(ours[key], theirs[key]), key
     assert not ours["advantage"].isnan().any()
+
+
+def _made_up_batch(envs: int, steps: int, *, seed: int = 0, named: bool = False):
+    """Values, rewards and episode ends drawn at random: terminations and truncations."""
+    from tensordict import TensorDict
+
+    g = torch.Generator().manual_seed(seed)
+    shape = (envs, steps, 1)
+    terminated = torch.rand(shape, generator=g) < 0.1
+    truncated = (torch.rand(shape, generator=g) < 0.05) & ~terminated
+    batch = TensorDict(
+        {
+            "state_value": torch.randn(shape, generator=g) * 10,
+            "next": {
+                "state_value": torch.randn(shape, generator=g) * 10,
+                "reward": torch.randn(shape, generator=g),
+                "terminated": terminated,
+                "truncated": truncated,
+                "done": terminated | truncated,
+            },
+        },
+        batch_size=[envs, steps],
+    )
+    if named:
+        batch.refine_names(None, "time")
+    return batch
+
+
+@pytest.mark.parametrize(
+    ("gamma", "lmbda", "envs", "steps", "named"),
+    [(0.98, 0.8, 8, 32, False), (0.99, 0.95, 3, 128, True), (1.0, 1.0, 1, 7, False)],
+)
+def test_numpy_recursion_is_torchrls_bit_for_bit(gamma, lmbda, envs, steps, named, monkeypatch):
+    from torchrl.objectives.value import GAE
+
+    from xdrl.algorithms.gae import advantages
+
+    gae = GAE(gamma=gamma, lmbda=lmbda, value_network=None, average_gae=False)
+    batch = _made_up_batch(envs, steps, seed=envs, named=named)
+    theirs = gae(batch.clone())
+    monkeypatch.setattr(GAE, "forward", lambda *a, **k: pytest.fail("TorchRL's GAE ran"))
+    ours = advantages(gae, batch.clone())
+    for key in ("advantage", "value_target"):
+        assert ours[key].shape == theirs[key].shape
+        assert torch.equal(ours[key], theirs[key]), key
+
+
+@pytest.mark.parametrize("setting", ["average_gae", "time_dim_0", "float64"])
+def test_other_settings_run_torchrls_gae(setting: str) -> None:
+    from torchrl.objectives.value import GAE
+
+    from xdrl.algorithms.gae import advantages
+
+    batch = _made_up_batch(4, 16)
+    gae = GAE(gamma=0.9, lmbda=0.9, value_network=None, average_gae=setting == "average_gae")
+    if setting == "time_dim_0":
+        gae.time_dim = 0
+    if setting == "float64":
+        for key in ("state_value", ("next", "state_value"), ("next", "reward")):
+            batch.set(key, batch.get(key).double())
+    calls = []
+    original = GAE.forward
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(GAE, "forward", counted)
+        ours = advantages(gae, batch.clone())
+    assert calls, "the lean path ran a setting it does not cover"
+    assert torch.equal(ours["advantage"], gae(batch.clone())["advantage"])

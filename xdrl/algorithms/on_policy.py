@@ -20,6 +20,7 @@ from xdrl.algorithms.common import (
     stochastic_actor,
 )
 from xdrl.algorithms.encoders import has_image_encoder
+from xdrl.algorithms.gae import advantages
 from xdrl.algorithms.mlp_forward import MLPForward
 from xdrl.algorithms.replay import LeanReplayBuffer
 from xdrl.errors import ConfigError
@@ -161,7 +162,7 @@ class OnePassGAE:
             next_value[fresh] = self._values(next_observation[fresh], 1).to(value.dtype)
         batch.set(self.value_key, value)
         batch.set(("next", self.value_key), next_value)
-        return self.gae(batch)
+        return advantages(self.gae, batch)
 
     def _values(self, observation: torch.Tensor, lead: int) -> torch.Tensor:
         """The critic on ``observation`` (``lead`` batch dims) in passes of :attr:`chunk` rows.
@@ -188,7 +189,8 @@ class StackedValueGAE:
     advantages and targets are bit for bit TorchRL's (tested): the critic computes the same
     rows and the recursion is TorchRL's own ``GAE`` reading the values written here. Like
     TorchRL, a NaN next observation (a compact collector's missing final one) is replaced by
-    its step's observation.
+    its step's observation. The recursion runs in NumPy (:func:`xdrl.algorithms.gae.advantages`,
+    bit for bit TorchRL's).
 
     Args:
         critic: the ``ValueOperator`` (reads ``observation``); its module maps observations to
@@ -214,7 +216,7 @@ class StackedValueGAE:
             values = self.net(torch.stack([observation, next_observation]))
         batch.set(self.value_key, values[0])
         batch.set(("next", self.value_key), values[1])
-        return self.gae(batch)
+        return advantages(self.gae, batch)
 
 
 def _stateless_gae(loss_module) -> GAE:

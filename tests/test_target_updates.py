@@ -29,6 +29,7 @@ def test_td3_targets_move_on_the_optimizer_steps_that_update_the_actor() -> None
     loss, stepper = parts.loss_module, parts.optimization_stepper
     trainer = SimpleNamespace(  # what DelayedActorStepper.step reads of a Trainer
         compute_loss=lambda batch, method: getattr(loss, method)(batch),
+        loss_module=loss,
         optimizer=torch.optim.Adam(loss.parameters(), lr=1e-2),
         clip_grad_norm=True,
         clip_norm=None,

@@ -49,6 +49,9 @@ def _run(loss, batch, method):
         out = loss(batch)
         total = out["loss_actor"] + out["loss_qvalue"]
         values = dict(out.items())
+    elif method == "actor_only_loss":  # TorchRL's counterpart: actor_loss without metadata
+        total = loss.actor_only_loss(batch) if hasattr(loss, method) else loss.actor_loss(batch)[0]
+        values = {"loss": total}
     else:
         total, metadata = getattr(loss, method)(batch)
         values = {"loss": total, **metadata}
@@ -57,7 +60,7 @@ def _run(loss, batch, method):
     return values, grads
 
 
-@pytest.mark.parametrize("method", ["value_loss", "actor_loss", "forward"])
+@pytest.mark.parametrize("method", ["value_loss", "actor_loss", "actor_only_loss", "forward"])
 @pytest.mark.parametrize("kwargs", [{}, {"loss_function": "smooth_l1", "policy_noise": 0.5}])
 def test_same_values_and_gradients_as_td3_loss(method, kwargs, monkeypatch) -> None:
     lean, reference = _pair(**kwargs)
@@ -80,3 +83,33 @@ def test_same_values_and_gradients_as_td3_loss(method, kwargs, monkeypatch) -> N
     assert set(our_grads) == set(their_grads) and our_grads
     for name, grad in their_grads.items():
         torch.testing.assert_close(our_grads[name], grad, rtol=1e-6, atol=1e-6, msg=name)
+
+
+def test_the_stepper_skips_the_actor_metadata_and_updates_the_same() -> None:
+    """DelayedActorStepper asks a lean loss for ``actor_only_loss`` and any other for
+    ``actor_loss``; both updates are the same (same parameters after an actor step)."""
+    from types import SimpleNamespace
+
+    results = {}
+    for method in ("actor_only_loss", "actor_loss"):
+        lean, _ = _pair()
+        calls: list[str] = []
+
+        def compute_loss(batch, method, loss=lean, calls=calls):
+            calls.append(method)
+            return getattr(loss, method)(batch)
+
+        trainer = SimpleNamespace(
+            compute_loss=compute_loss,
+            # a loss module without actor_only_loss sends the stepper to actor_loss
+            loss_module=lean if method == "actor_only_loss" else SimpleNamespace(),
+            optimizer=torch.optim.Adam(lean.parameters(), lr=1e-2),
+            clip_grad_norm=True,
+            clip_norm=None,
+        )
+        torch.manual_seed(3)
+        td3.DelayedActorStepper(policy_delay=1).step(trainer, pendulum_transitions(32))
+        results[method] = [p.detach().clone() for p in lean.parameters()]
+        assert calls == ["value_loss", method]
+    for ours, theirs in zip(results["actor_only_loss"], results["actor_loss"], strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)

@@ -68,7 +68,10 @@ class DelayedActorStepper(DetachedOptimizationStepper):
         loss_qvalue, _ = trainer.compute_loss(sub_batch, method="value_loss")
         total = loss_qvalue
         if self.actor_step():
-            loss_actor, _ = trainer.compute_loss(sub_batch, method="actor_loss")
+            if hasattr(trainer.loss_module, "actor_only_loss"):  # no unused metadata
+                loss_actor = trainer.compute_loss(sub_batch, method="actor_only_loss")
+            else:
+                loss_actor, _ = trainer.compute_loss(sub_batch, method="actor_loss")
             total = total + loss_actor
             self._last_actor_loss = loss_actor.detach()
         total.backward()

@@ -28,6 +28,7 @@ def _time_is_last(gae: GAE, batch: TensorDictBase) -> bool:
 
 
 def _applies(gae: GAE, batch: TensorDictBase, tensors: list[torch.Tensor]) -> bool:
+    """Whether ``GAE.forward`` would run the plain recursion on these float32 CPU tensors."""
     keys = gae.tensor_keys
     return (
         type(gae) is GAE

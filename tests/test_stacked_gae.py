@@ -25,6 +25,18 @@ def _hook_and_batch(env_id: str, builder, frames: int, **kwargs):
     return hook, parts, batch
 
 
+def _against_torchrl(hook, parts, batch, keys):
+    """Run ``hook`` on ``batch`` and TorchRL's ``ValueEstimatorHook`` on a copy; ``keys`` equal
+    bit for bit. Returns the hook's batch."""
+    reference = batch.clone()
+    ours = hook(batch)
+    with torch.no_grad():
+        theirs = ValueEstimatorHook(parts.loss_module.value_estimator)(reference)
+    for key in keys:
+        assert torch.equal(ours[key], theirs[key]), key
+    return ours
+
+
 @pytest.mark.parametrize(
     ("env_id", "builder", "kwargs"),
     [
@@ -41,12 +53,7 @@ def test_bit_for_bit_torchrls_value_estimator(env_id, builder, kwargs) -> None:
         assert batch["next", "truncated"].any() and not batch["next", "terminated"].any()
     for scale in [h for _, h in parts.hooks if isinstance(h, RewardScale)]:
         batch = scale(batch)  # the scaled reward the value targets read
-    reference = batch.clone()
-    ours = hook(batch)
-    with torch.no_grad():
-        theirs = ValueEstimatorHook(parts.loss_module.value_estimator)(reference)
-    for key in KEYS:
-        assert torch.equal(ours[key], theirs[key]), key
+    ours = _against_torchrl(hook, parts, batch, KEYS)
     assert ours["advantage"].abs().sum() > 0
 
 
@@ -54,12 +61,8 @@ def test_nan_next_observations_read_their_steps_observation() -> None:
     """As TorchRL's estimator does for a compact collector's missing final observations."""
     hook, parts, batch = _hook_and_batch("CartPole-v1", ppo, 256, minibatch_size=64)
     batch["next", "observation"][0, 3] = float("nan")
-    reference = batch.clone()
-    ours = hook(batch)
-    with torch.no_grad():
-        theirs = ValueEstimatorHook(parts.loss_module.value_estimator)(reference)
-    for key in KEYS[2:]:  # TorchRL writes the values into its NaN-free copy, not the batch
-        assert torch.equal(ours[key], theirs[key]), key
+    # TorchRL writes the values into its NaN-free copy, not the batch: compare the rest
+    ours = _against_torchrl(hook, parts, batch, KEYS[2:])
     assert not ours["advantage"].isnan().any()
 
 

@@ -110,3 +110,36 @@ def test_an_annealed_clip_epsilon_is_used_at_once() -> None:
         wide = loss(data)["clip_fraction"]
         loss.clip_epsilon.fill_(0.01)  # a schedule anneals the buffer in place
         assert loss(data)["clip_fraction"] > wide
+
+
+DIAGNOSTICS = ("clip_fraction", "kl_approx", "ESS", "max_ratio", "mean_ratio", "explained_variance")
+
+
+@pytest.mark.parametrize("sizes", [(256, 256, 256), (256, 100, 256)])
+def test_deferred_diagnostics_are_the_mean_of_each_calls(sizes) -> None:
+    """Inside ``deferring_diagnostics`` the calls leave the diagnostics out; the block's mean
+    equals the mean of ``ClipPPOLoss``'s per call, with the clip annealed between calls and
+    (second case) minibatches of unequal size."""
+    batch, actor, critic = _batch_and_nets()
+    loss = LeanClipPPOLoss(actor, critic, functional=False, loss_critic_type="l2")
+    reference = ClipPPOLoss(actor, critic, functional=False, loss_critic_type="l2")
+    loss.make_value_estimator(GAE, gamma=0.98, lmbda=0.8, value_network=critic)
+    data = batch.clone()
+    with torch.no_grad():
+        loss.value_estimator(data)
+    theirs, clips = [], (0.2, 0.05, 0.1)
+    with loss.deferring_diagnostics() as diagnostics:
+        for size, clip in zip(sizes, clips, strict=True):
+            loss.clip_epsilon.fill_(clip)
+            reference.clip_epsilon.fill_(clip)
+            ours = loss(data[:size])
+            assert not set(DIAGNOSTICS) & set(ours.keys())
+            with torch.no_grad():
+                theirs.append(reference(data[:size]))
+        mean = diagnostics()
+    assert set(mean) == set(DIAGNOSTICS)
+    for key in DIAGNOSTICS:
+        expected = torch.stack([t[key] for t in theirs]).mean(0)
+        torch.testing.assert_close(mean[key], expected, rtol=1e-6, atol=1e-6, msg=key)
+    assert len({float(t["clip_fraction"]) for t in theirs}) == 3  # each call's clip counted
+    assert set(DIAGNOSTICS) <= set(loss(data).keys())  # outside the block: in the output again

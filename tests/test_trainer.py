@@ -1,11 +1,13 @@
-"""XdrlTrainer: the same optimization loop as TorchRL's Trainer, the losses averaged over every
-step of the batch; the lean stepper's gradient norm equals TorchRL's."""
+"""XdrlTrainer: the same optimization loop as TorchRL's Trainer, the losses (and a lean loss's
+deferred diagnostics) averaged over every step of the batch; the lean stepper's gradient norm
+equals TorchRL's."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from tensordict import TensorDict
+from torchrl.objectives import ClipPPOLoss
 from torchrl.trainers import DefaultOptimizationStepper
 
 from tests.conftest import QUIET
@@ -15,13 +17,17 @@ from xdrl.trainer import XdrlTrainer, mean_of_steps
 
 
 class _Recorder(DetachedOptimizationStepper):
-    """Keeps every step's outputs and the sub-batch sizes it saw."""
+    """Keeps every step's outputs, and TorchRL's ``ClipPPOLoss.forward`` of each sub-batch at
+    the parameters the step starts from (the reference for the deferred diagnostics)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.outputs: list[TensorDict] = []
+        self.reference: list[TensorDict] = []
 
     def step(self, trainer, sub_batch):
+        with torch.no_grad():
+            self.reference.append(ClipPPOLoss.forward(trainer.loss_module, sub_batch.clone()))
         out = super().step(trainer, sub_batch)
         self.outputs.append(out.clone())
         return out
@@ -33,6 +39,7 @@ def test_hooks_see_the_mean_of_every_step_of_the_batch(make_cfg) -> None:
         "env.num_envs=4",
         "algorithm.build.minibatch_size=64",
         "algorithm.build.epochs=3",
+        "algorithm.optimizer.lr=0.02",  # large steps: some ratios leave the clip range
         "total_frames=256",
         *QUIET,
     )
@@ -48,10 +55,17 @@ def test_hooks_see_the_mean_of_every_step_of_the_batch(make_cfg) -> None:
         assert len(recorder.outputs) == 3 * 4  # epochs x minibatches, none skipped
         ((count, average),) = seen
         assert count == 12
-        for key in ("loss_objective", "loss_critic", "grad_norm", "clip_fraction"):
+        for key in ("loss_objective", "loss_critic", "grad_norm"):
             values = torch.stack([out[key] for out in recorder.outputs])
             expected = sum(v.item() for v in values) / len(values)
             assert average[key].item() == pytest.approx(expected, rel=1e-5)
+        # the diagnostics were deferred (not in the steps' outputs) and equal TorchRL's, averaged
+        diagnostics = ("clip_fraction", "kl_approx", "ESS", "max_ratio", "mean_ratio")
+        assert not set(diagnostics) & set(recorder.outputs[0].keys())
+        for key in (*diagnostics, "explained_variance"):
+            expected = sum(ref[key].item() for ref in recorder.reference) / 12
+            assert average[key].item() == pytest.approx(expected, rel=1e-5, abs=1e-6), key
+        assert 0 < average["clip_fraction"].item() < 1
     finally:
         run.close()
 

@@ -8,11 +8,18 @@ over 4,000 steps. The running index ``j`` also restarts every epoch, so with sev
 TorchRL logs the mean of the last epoch only. Here the steps' outputs are kept in a list and
 averaged once per batch (one stack and one mean per key): the mean over every optimizer step of
 the batch. The hooks run at the same points and in the same order as in ``Trainer.optim_steps``.
+
+A loss that can defer its diagnostics to the end of the batch (:class:`DefersDiagnostics`, as
+``LeanClipPPOLoss`` does) is asked to: their mean over the batch's steps joins the averaged
+losses, computed in one pass instead of once per step.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Protocol, runtime_checkable
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -36,6 +43,16 @@ def mean_of_steps(outputs: list[TensorDictBase]) -> TensorDictBase:
     )
 
 
+@runtime_checkable
+class DefersDiagnostics(Protocol):
+    """A loss module that can leave its diagnostics out of each call's output within a block
+    and return their mean over the block's calls at its end."""
+
+    def deferring_diagnostics(
+        self,
+    ) -> AbstractContextManager[Callable[[], dict[str, torch.Tensor]]]: ...
+
+
 class XdrlTrainer(Trainer):
     """``torchrl.trainers.Trainer`` whose ``post_optim_complete_log`` hooks get the mean losses
     of every optimizer step of the batch, computed once (same constructor arguments).
@@ -51,6 +68,18 @@ class XdrlTrainer(Trainer):
             super().optim_steps(batch)
             return
         outputs: list[TensorDictBase] = []
+        loss = self.loss_module
+        deferring = loss.deferring_diagnostics() if isinstance(loss, DefersDiagnostics) else None
+        with deferring or nullcontext() as diagnostics:
+            self._optim_loop(batch, outputs)
+        if outputs:
+            average = mean_of_steps(outputs)
+            if diagnostics is not None:
+                average.update(diagnostics())
+            self._post_optim_complete_log_hook(self._optim_count, average)
+
+    def _optim_loop(self, batch: TensorDictBase, outputs: list[TensorDictBase]) -> None:
+        """``Trainer.optim_steps``' loops and hooks; each stepper output goes to ``outputs``."""
         self._pre_optim_hook()
         for _ in range(self.num_epochs):
             self._pre_epoch_log_hook(batch)
@@ -69,5 +98,3 @@ class XdrlTrainer(Trainer):
                 self._post_optim_log(sub_batch)
             self._post_epoch_log_hook(batch)
             self._post_epoch_hook()
-        if outputs:
-            self._post_optim_complete_log_hook(self._optim_count, mean_of_steps(outputs))

@@ -11,9 +11,20 @@ running advantage norm, mean reduction); any other set-up runs ``ClipPPOLoss.for
 unchanged. Tested against ``ClipPPOLoss`` on fixed batches: same values and gradients (1e-6).
 Where actor and critic share an image torso (``Sequential(torso, head)`` each), the torso runs
 once per minibatch for both heads, as CleanRL's Atari PPO does (``ClipPPOLoss`` runs it twice).
+
+Inside :meth:`LeanClipPPOLoss.deferring_diagnostics` (``XdrlTrainer`` opens it around each
+batch's optimizer steps) the diagnostics (clip fraction, KL, ESS, ratios, explained variance)
+are computed once for all the block's calls instead of per call: each call keeps its detached
+log-weights and value errors. Why: they are ~18 small tensor ops, ~115 us of a 1,240 us step on
+the RL-Zoo CartPole workload (20 steps per batch; in process, alternated, 1 thread); once per
+batch they cost ~0.1 ms. Same values as averaging each call's (tested against ``ClipPPOLoss``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -22,6 +33,73 @@ from torchrl.objectives import ClipPPOLoss
 from xdrl.algorithms.categorical_actor import CategoricalActor
 from xdrl.algorithms.encoders import shared_torso
 from xdrl.algorithms.mlp_forward import MLPForward
+
+
+class _StepRecord(NamedTuple):
+    """What one deferred call keeps for its diagnostics (detached)."""
+
+    log_weight: torch.Tensor  # log new / old probability of each sample, [*batch, 1]
+    bounds: tuple[torch.Tensor, torch.Tensor]  # the call's log-ratio clip bounds
+    error: torch.Tensor | None  # value target - value; None without a critic
+    spread: torch.Tensor | None  # the targets' variance + eps; None without explained variance
+
+
+def _diagnostics(
+    log_weight: torch.Tensor,
+    low: torch.Tensor,
+    high: torch.Tensor,
+    error: torch.Tensor | None,
+    spread: torch.Tensor | None,
+    stacked: bool = False,
+) -> dict[str, torch.Tensor]:
+    """``ClipPPOLoss``'s diagnostics of one call's log-weights (or, ``stacked``, of calls
+    stacked on a new leading dim: one value per call); ``error`` and ``spread`` give the
+    explained variance, over the call's first dim as TorchRL's."""
+    dims = tuple(range(1, log_weight.ndim)) if stacked else None
+    inv_n = 1.0 / (log_weight[0].numel() if stacked else log_weight.numel())
+    weights = log_weight.exp()
+    total = weights.sum(dims)
+    out = {
+        "clip_fraction": (log_weight.clamp(low, high) != log_weight).sum(dims) * inv_n,
+        "kl_approx": log_weight.sum(dims) * -inv_n,  # mean of old - new log-probabilities
+        "ESS": total * total / (weights * weights).sum(dims) * inv_n,
+        "max_ratio": weights.max() if dims is None else weights.amax(dims),
+        "mean_ratio": total * inv_n,
+    }
+    if error is not None and spread is not None:
+        resid = torch.var(error, correction=0, dim=int(stacked))
+        out["explained_variance"] = 1.0 - resid / spread
+    return out
+
+
+def _stacked(values: list[torch.Tensor | None]) -> torch.Tensor | None:
+    """The calls' tensors stacked on a new first dim; None unless every call has one."""
+    present = [v for v in values if v is not None]
+    return torch.stack(present) if present and len(present) == len(values) else None
+
+
+def _mean_diagnostics(records: list[_StepRecord]) -> dict[str, torch.Tensor]:
+    """The diagnostics of each recorded call, averaged over the calls (stacked when their
+    shapes allow: one pass for the whole batch)."""
+    if not records:
+        return {}
+    with torch.no_grad():
+        if len(records) == 1 or len({r.log_weight.shape for r in records}) > 1:
+            each = [_diagnostics(r.log_weight, *r.bounds, r.error, r.spread) for r in records]
+            if len(each) == 1:
+                return each[0]
+            return {k: torch.stack([d[k] for d in each]).mean(0) for k in each[0]}
+        first = records[0]
+        shape = (-1,) + (1,) * first.log_weight.ndim  # bounds broadcast over each call
+        stacked = _diagnostics(
+            torch.stack([r.log_weight for r in records]),
+            torch.stack([r.bounds[0] for r in records]).view(shape),
+            torch.stack([r.bounds[1] for r in records]).view(shape),
+            _stacked([r.error for r in records]),
+            _stacked([r.spread for r in records]),
+            stacked=True,
+        )
+        return {key: value.mean(0) for key, value in stacked.items()}
 
 
 class LeanClipPPOLoss(ClipPPOLoss):
@@ -100,17 +178,35 @@ class LeanClipPPOLoss(ClipPPOLoss):
         if self.entropy_bonus and entropy is not None:
             out["entropy"] = entropy.detach().sum() * inv_n
             out["loss_entropy"] = entropy.sum() * (-self.entropy_coeff * inv_n)
+        error = spread = None
         if self._has_critic:
-            out.update(self._lean_critic(tensordict, inv_n, value))
-        with torch.no_grad():
-            out["clip_fraction"] = (log_weight_clip != log_weight).sum() * inv_n
-            out["kl_approx"] = (prev_log_prob - log_prob).sum() * inv_n
-            weights = ratio.detach()
-            total = weights.sum()
-            out["ESS"] = total * total / (weights * weights).sum() * inv_n
-            out["max_ratio"] = weights.max()
-            out["mean_ratio"] = total * inv_n
+            out["loss_critic"], error, spread = self._lean_critic(tensordict, inv_n, value)
+        record = _StepRecord(log_weight.detach(), self._log_clip_bounds(), error, spread)
+        records = self.__dict__.get("_records")
+        if records is not None:
+            records.append(record)
+        else:
+            out.update(_mean_diagnostics([record]))
         return TensorDict(out)
+
+    @contextmanager
+    def deferring_diagnostics(self) -> Iterator[Callable[[], dict[str, torch.Tensor]]]:
+        """Within the block, lean calls leave the diagnostics out of their output; the yielded
+        function returns them averaged over the block's calls (what averaging each call's
+        entries gives), computed in one pass. Calls that run ``ClipPPOLoss.forward`` keep
+        theirs in their output and add nothing here.
+
+        Example:
+            >>> with loss.deferring_diagnostics() as diagnostics:
+            ...     outputs = [loss(batch) for _ in range(20)]
+            >>> diagnostics()["clip_fraction"]  # the mean over the 20 calls
+        """
+        records: list[_StepRecord] = []
+        self.__dict__["_records"] = records
+        try:
+            yield lambda: _mean_diagnostics(records)
+        finally:
+            self.__dict__["_records"] = None
 
     def _log_clip_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``ClipPPOLoss._clip_bounds`` (three tensor ops), recomputed only when the
@@ -149,19 +245,21 @@ class LeanClipPPOLoss(ClipPPOLoss):
 
     def _lean_critic(
         self, tensordict: TensorDictBase, inv_n: float, value: torch.Tensor | None = None
-    ) -> dict[str, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The critic loss, the detached value errors and (with explained variance logged) the
+        targets' variance + eps, computed once per target tensor."""
         keys = self.tensor_keys
         target = tensordict.get(keys.value_target)
         if value is None:
             value = self._critic_forward(tensordict.get("observation"))
         error = target - value
-        out = {"loss_critic": (error * error).sum() * (self.critic_coeff * inv_n)}
+        loss = (error * error).sum() * (self.critic_coeff * inv_n)
+        spread = None
         if self.log_explained_variance:
-            with torch.no_grad():
-                eps = torch.finfo(target.dtype).eps
-                resid = torch.var(error, correction=0, dim=0)
-                spread = self._once_per_tensor(  # the targets' variance: once per batch
-                    "_target_var_cache", target, lambda t: torch.var(t, correction=0, dim=0) + eps
-                )
-                out["explained_variance"] = 1.0 - resid / spread
-        return out
+            eps = torch.finfo(target.dtype).eps
+            spread = self._once_per_tensor(  # the targets' variance: once per batch
+                "_target_var_cache",
+                target,
+                lambda t: torch.var(t.detach(), correction=0, dim=0) + eps,
+            )
+        return loss, error.detach(), spread

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from torchrl.checkpoint import GlobalRNGState
+from torchrl.checkpoint import GlobalRNGState, StateDictCheckpointAdapter
 
 from xdrl.checkpointing import (
     CHECKSUMS_FILE,
@@ -42,10 +42,26 @@ def test_a_verified_checkpoint_restores_weights_and_every_rng(tmp_path: Path) ->
     assert (np.random.rand(), random.random()) == expected[1:]
 
 
+def test_state_dicts_are_one_file_each_and_the_older_layout_still_loads(tmp_path: Path) -> None:
+    """Saves write one ``state.pt`` per state-dict component; a checkpoint in TorchRL's
+    directory layout (a memmap file per tensor, as xdrl wrote them before) loads the same."""
+    path, net = _save(tmp_path / "new")
+    assert {p.name for p in (path / "components").rglob("*") if p.is_file()} == {"state.pt"}
+    old = VerifiedCheckpoint(config={"seed": 0})
+    old.register("net", net, adapter=StateDictCheckpointAdapter())  # TorchRL's default payload
+    old.register("rng", GlobalRNGState(), adapter=StateDictCheckpointAdapter())
+    old_path = old.save(tmp_path / "old" / "checkpoint-000000000001")
+    assert any(old_path.rglob("*.memmap")) and not any(old_path.rglob("state.pt"))
+    for saved in (path, old_path):
+        target = torch.nn.Linear(3, 2)
+        VerifiedCheckpoint(net=target, rng=GlobalRNGState()).load(saved)
+        assert torch.equal(target.weight, net.weight) and torch.equal(target.bias, net.bias)
+
+
 @pytest.mark.parametrize("damage", ["truncate", "delete", "no_checksums"])
 def test_verify_names_the_damaged_file(tmp_path: Path, damage: str) -> None:
     path, _ = _save(tmp_path)
-    tensor = next(path.rglob("*.memmap"))
+    tensor = next(path.rglob("state.pt"))
     if damage == "truncate":
         os.truncate(tensor, 10)
     elif damage == "delete":

@@ -77,7 +77,7 @@ def _damaged_copy(dst_run: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "damaged"
     shutil.copytree(dst_run, copy)
     newest = sorted((copy / "checkpoints").glob("checkpoint-*"))[-1]
-    tensor = next((newest / "components").glob("*-policy/state/*.memmap"))
+    tensor = next((newest / "components").glob("*-policy/state.pt"))
     tensor.write_bytes(tensor.read_bytes()[:10])
     return copy
 
@@ -122,7 +122,7 @@ def test_bad_input_one_line_exit_2_nothing_written(
         assert expected in lines[0], (name, lines[0])
         assert not out.exists()
     _, stderr = _eval_in_process(capsys, str(_damaged_copy(dst_run, tmp_path / "again")))
-    assert ".memmap" in stderr  # names the damaged file
+    assert "policy/state.pt" in stderr  # names the damaged file
 
 
 def test_keep_best_keeps_the_best_save_beside_the_last(tmp_path: Path) -> None:

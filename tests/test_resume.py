@@ -164,20 +164,29 @@ CORRUPT_ARGS = [*ARGS, "total_frames=1024", "logging=none", "eval.enabled=false"
 
 
 def _truncate_a_tensor(checkpoint: Path) -> Path:
-    target = next((checkpoint / "components").glob("*-policy/state/tensor_00000000.memmap"))
+    target = next((checkpoint / "components").glob("*-policy/state.pt"))
     os.truncate(target, 10)
     return target
 
 
 def _delete_a_file(checkpoint: Path) -> Path:
-    target = sorted((checkpoint / "components").glob("*-optimizer/**/*.memmap"))[0]
+    target = next((checkpoint / "components").glob("*-optimizer/state.pt"))
     target.unlink()
     return target
 
 
 def _alter_a_json(checkpoint: Path) -> Path:
-    target = next((checkpoint / "components").glob("*-collector/**/meta.json"))
+    target = checkpoint / "manifest.json"
     target.write_text(target.read_text().replace("{", '{"altered": 1, ', 1))
+    return target
+
+
+def _flip_a_byte(checkpoint: Path) -> Path:
+    """Same size, one byte changed: only the checksum can tell."""
+    target = next((checkpoint / "components").glob("*-collector/state.pt"))
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    target.write_bytes(bytes(data))
     return target
 
 
@@ -190,7 +199,9 @@ def two_checkpoints(tmp_path_factory) -> Path:
     return run_dir
 
 
-@pytest.mark.parametrize("damage", [_truncate_a_tensor, _delete_a_file, _alter_a_json])
+@pytest.mark.parametrize(
+    "damage", [_truncate_a_tensor, _delete_a_file, _alter_a_json, _flip_a_byte]
+)
 def test_a_damaged_checkpoint_is_skipped_with_one_warning_and_the_previous_loads(
     two_checkpoints: Path, tmp_path: Path, damage, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -325,7 +336,7 @@ def test_resume_after_config_changes(tmp_path: Path) -> None:
 def test_a_full_disk_fails_with_one_line_and_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
     disk = tmp_path / "disk"
     disk.mkdir()
-    # 1 MiB holds the run's logs and one checkpoint (~0.6 MiB), not the second one's staging copy
+    # 1 MiB holds the run's logs and a checkpoint or two (~0.4 MiB each): a later save fills it
     mount = ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)]
     if subprocess.run(mount, capture_output=True).returncode != 0:
         pytest.skip("cannot mount a tmpfs here (needs root)")

@@ -8,6 +8,13 @@ real name. What TorchRL does not do is notice a file damaged after the save (a t
 truncated to 10 bytes loads as near-zero weights). ``VerifiedCheckpoint`` adds that: after each
 save it writes the run's config (``config.yaml``) and then, last and atomically, the sha256 of
 every file (``checksums.json``); every load verifies them first.
+
+Each state-dict component is saved as one ``torch.save`` file (TorchRL's
+``StateDictCheckpointAdapter(payload_format="torch")``, loaded with ``weights_only=True``) rather
+than TorchRL's default of a memmap file per tensor plus a JSON schema: a CartPole PPO checkpoint
+is ~25 files instead of ~90, saved in ~16 ms instead of ~46 (the final save of a 10k-frame run,
+in process, 1 thread). Checkpoints written in the directory layout still load (TorchRL reads
+whichever payload a component has).
 """
 
 from __future__ import annotations
@@ -21,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from torchrl.checkpoint import Checkpoint, CheckpointRotation, GlobalRNGState
+from torchrl.checkpoint import (
+    Checkpoint,
+    CheckpointAdapter,
+    CheckpointOptions,
+    CheckpointRotation,
+    GlobalRNGState,
+    StateDictCheckpointAdapter,
+)
 
 from xdrl.errors import ConfigError, first_line
 from xdrl.files import write_atomically
@@ -80,9 +94,25 @@ class VerifiedCheckpoint(Checkpoint):
     """
 
     def __init__(self, *, config: Mapping[str, Any] | None = None, **components: Any) -> None:
+        self._state_payload = StateDictCheckpointAdapter(payload_format="torch")
         super().__init__(**components)
         self.config = dict(config or {})
+        self._config_text = yaml.safe_dump(self.config)  # the same at every save
         self._verified: Path | None = None
+
+    def register(
+        self,
+        name: str,
+        component: Any,
+        *,
+        adapter: CheckpointAdapter | None = None,
+        options: CheckpointOptions | None = None,
+    ) -> Checkpoint:
+        """``Checkpoint.register``; a component TorchRL would save through its state dict
+        (``state_dict``/``load_state_dict``, no ``dump``/``load``) gets the one-file payload."""
+        if adapter is None and _state_dict_only(component):
+            adapter = self._state_payload
+        return super().register(name, component, adapter=adapter, options=options)
 
     def verify(self, path: Path) -> None:
         """Verify ``path`` (see :func:`verify`); the next load of ``path`` skips re-hashing."""
@@ -90,13 +120,19 @@ class VerifiedCheckpoint(Checkpoint):
         self._verified = Path(path)
 
     def save(self, path: str | Path, **kwargs: Any) -> Path:
-        """Save through TorchRL, then add ``config.yaml`` and, last, ``checksums.json``."""
+        """Save through TorchRL, then add ``config.yaml`` and, last, ``checksums.json``; a save
+        that fails after TorchRL's part (a full disk) is removed: without its checksums it
+        never loads, and the space it holds is what the run's summary needs."""
         destination = Path(path)
+        saved = False
         try:
             destination = super().save(path, **kwargs)
-            write_atomically(destination / CONFIG_FILE, yaml.safe_dump(self.config))
+            saved = True
+            write_atomically(destination / CONFIG_FILE, self._config_text)
             write_atomically(destination / CHECKSUMS_FILE, json.dumps(_checksums(destination)))
         except OSError as err:
+            if saved:
+                shutil.rmtree(destination, ignore_errors=True)
             if err.filename is None:  # a failed write() names no file; name the checkpoint
                 err.filename = str(destination)
             raise
@@ -119,6 +155,14 @@ class VerifiedCheckpoint(Checkpoint):
         if fresh:
             log.info("Checkpoint %s has no state for %s: starting them afresh", path, sorted(fresh))
         return super().load(path, components=sorted(requested - fresh), **kwargs)
+
+
+def _state_dict_only(component: Any) -> bool:
+    """Whether TorchRL would pick its state-dict adapter for ``component``."""
+    methods = [getattr(component, name, None) for name in ("dump", "load")]
+    if all(callable(m) for m in methods):
+        return False
+    return all(callable(getattr(component, n, None)) for n in ("state_dict", "load_state_dict"))
 
 
 def _sha256(path: Path) -> str:

@@ -170,7 +170,8 @@ class LeanClipPPOLoss(ClipPPOLoss):
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         ratio = log_weight.exp()
         gain1 = ratio * advantage
-        log_weight_clip = log_weight.clamp(*self._log_clip_bounds())
+        bounds = self._log_clip_bounds()
+        log_weight_clip = log_weight.clamp(*bounds)
         gain2 = log_weight_clip.exp() * advantage
         out: dict[str, torch.Tensor] = {
             "loss_objective": torch.minimum(gain1, gain2).sum() * -inv_n
@@ -181,7 +182,7 @@ class LeanClipPPOLoss(ClipPPOLoss):
         error = spread = None
         if self._has_critic:
             out["loss_critic"], error, spread = self._lean_critic(tensordict, inv_n, value)
-        record = _StepRecord(log_weight.detach(), self._log_clip_bounds(), error, spread)
+        record = _StepRecord(log_weight.detach(), bounds, error, spread)
         records = self.__dict__.get("_records")
         if records is not None:
             records.append(record)

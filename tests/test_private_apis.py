@@ -49,6 +49,10 @@ ATTRIBUTES = [
     ("torchrl.data", "LazyTensorStorage._rand_given_ndim", "xdrl/algorithms/replay.py"),
     ("torchrl.objectives", "SACLoss._alpha", "xdrl/algorithms/sac_loss.py"),
     ("torchrl.record.loggers.wandb", "WandbLogger._create_experiment", "xdrl/loggers.py"),
+    *(
+        ("torchrl.record.loggers", f"CSVLogger.{name}", "xdrl/loggers.py")
+        for name in ("_checkpoint_state", "_load_checkpoint_state")
+    ),
     ("omegaconf", "DictConfig._get_node", "xdrl/config_check.py"),
     ("atexit", "_run_exitfuncs", "xdrl/cli.py (exit_without_teardown)"),
     ("threading", "_shutdown", "xdrl/cli.py (exit_without_teardown)"),
@@ -68,6 +72,7 @@ SET_IN_SOURCE = [
     ("torchrl.trainers", "Trainer", "self._log_dict", "xdrl/trainer_hooks/logging/progress.py"),
     ("torchrl.trainers", "Trainer", "_optim_count", "xdrl/trainer.py"),
     ("torchrl.record.loggers.wandb", "WandbLogger", "self._wandb_kwargs", "xdrl/loggers.py"),
+    ("torchrl.record.loggers.csv", "CSVExperiment", "self.files", "xdrl/loggers.py"),
     ("torchrl.record.loggers.wandb", "WandbLogger", "self._step_registry", "wandb_hooks.py"),
     ("wandb.sdk.wandb_run", "Run", "self._local_step", "wandb_hooks.py"),
     ("torchrl.envs", "SerialEnv", "self._envs", "render.py, xdrl/env_state.py"),

@@ -1,7 +1,10 @@
 """TorchRL loggers, adjusted where they fall short for xdrl runs.
 
 - ``CSVLogger``: TorchRL's CSV logger writes videos as ``.pt`` tensors (its mp4 path needs
-  torchcodec); ours writes playable mp4 files through imageio.
+  torchcodec); ours writes playable mp4 files through imageio. TorchRL's also keeps every scalar
+  it ever logged in memory and saves that whole history in each checkpoint (growing with the
+  run), and stats the file before each row; ours appends each row to a file it opened once and
+  keeps no history (a resumed run reads the CSV files themselves).
 - ``WandbLogger``: TorchRL's W&B logger commits one history row per scalar and overwrites the
   ``env`` config key; ours sends scalars with ``commit=False`` at ``step=collected frames`` so
   ``WandbFlushHook`` commits one row per iteration, and resumes the same run id.
@@ -44,15 +47,42 @@ class CSVLogger(_TorchRLCSVLogger):
     def __init__(self, exp_name: str, log_dir: str | None = None, video_fps: int = 30) -> None:
         super().__init__(exp_name=exp_name, log_dir=log_dir, video_format="pt", video_fps=video_fps)
         self._last_steps = _existing_csv_steps(Path(self.experiment.log_dir) / "scalars")
+        self._rows: dict[str, int] = {}  # rows this process wrote per scalar
 
     def log_scalar(self, name: str, value: float, step: int | None = None) -> None:
-        """Append ``step,value`` to ``scalars/<name>.csv``; a resumed run never writes a step
-        that the file already holds (the rows since the last checkpoint are kept once)."""
-        if step is not None:
-            if step <= self._last_steps.get(name, -1):
-                return
+        """Append ``step,value`` to ``scalars/<name>.csv`` and flush it (TorchRL's row format;
+        without a step, the row's index in this process, as TorchRL numbers them); a resumed run
+        never writes a step that the file already holds (the rows since the last checkpoint
+        are kept once).
+
+        Why not TorchRL's ``add_scalar``: its per-row file check and history cost ~0.5 ms per
+        CartPole PPO batch of ~25 scalars (1.5% of the batch; in process, 1 thread), and the
+        history went into every checkpoint."""
+        if step is None:
+            step = self._rows.get(name, 0)
+        elif step <= self._last_steps.get(name, -1):
+            return
+        else:
             self._last_steps[name] = step
-        super().log_scalar(name, value, step=step)
+        self._rows[name] = self._rows.get(name, 0) + 1
+        files = self.experiment.files  # TorchRL's open files: the experiment closes them
+        path = os.path.join(self.experiment.log_dir, "scalars", f"{name}.csv")
+        out = files.get(path)
+        if out is None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            out = files[path] = open(path, "a+")  # noqa: SIM115  # closed by the experiment
+        out.write(f"{step},{float(value)}\n")
+        out.flush()
+
+    def _checkpoint_state(self) -> dict[str, object]:
+        """TorchRL's video and text counters; no scalar history (kept by the CSV files)."""
+        state = super()._checkpoint_state()
+        state.pop("scalars", None)
+        return state
+
+    def _load_checkpoint_state(self, state_dict: Mapping[str, object]) -> None:
+        """TorchRL's counters; an older checkpoint's scalar history is dropped."""
+        super()._load_checkpoint_state({k: v for k, v in state_dict.items() if k != "scalars"})
 
     def log_video(self, name: str, video: Tensor, step: int | None = None, **kwargs: Any) -> None:
         """Write ``video`` ([N,] T, C, H, W, uint8) as an mp4 file."""

@@ -17,7 +17,7 @@ batch's optimizer steps) the diagnostics (clip fraction, KL, ESS, ratios, explai
 are computed once for all the block's calls instead of per call: each call keeps its detached
 log-weights and value errors. Why: they are ~18 small tensor ops, ~115 us of a 1,240 us step on
 the RL-Zoo CartPole workload (20 steps per batch; in process, alternated, 1 thread); once per
-batch they cost ~0.1 ms. Same values as averaging each call's (tested against ``ClipPPOLoss``).
+batch they cost 0.1-0.3 ms. Same values as averaging each call's (tested against ``ClipPPOLoss``).
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ ATTRIBUTES = [
     ("torchrl.envs", "EnvBase._reset", "xdrl/vector_env.py"),
     ("torchrl.envs", "EnvBase._set_seed", "xdrl/vector_env.py"),
     ("torchrl.checkpoint", "Checkpoint._local_path", "xdrl/checkpointing.py"),
+    ("torchrl.checkpoint", "Checkpoint._resolve_adapter", "xdrl/checkpointing.py"),
     ("torch", "_foreach_lerp_", "xdrl/algorithms/off_policy.py (LeanSoftUpdate)"),
     ("torch", "_foreach_copy_", "xdrl/algorithms/off_policy.py (LeanHardUpdate)"),
     ("torchrl.modules", "AdditiveGaussianModule._add_noise", "xdrl/algorithms/td3_actor.py"),

@@ -33,7 +33,6 @@ import yaml
 from torchrl.checkpoint import (
     Checkpoint,
     CheckpointAdapter,
-    CheckpointOptions,
     CheckpointRotation,
     GlobalRNGState,
     StateDictCheckpointAdapter,
@@ -124,19 +123,13 @@ class VerifiedCheckpoint(Checkpoint):
         self._config_text = yaml.safe_dump(self.config)  # the same at every save
         self._verified: Path | None = None
 
-    def register(
-        self,
-        name: str,
-        component: Any,
-        *,
-        adapter: CheckpointAdapter | None = None,
-        options: CheckpointOptions | None = None,
-    ) -> Checkpoint:
-        """``Checkpoint.register``; a component TorchRL would save through its state dict
-        (``state_dict``/``load_state_dict``, no ``dump``/``load``) gets the one-file payload."""
-        if adapter is None and _state_dict_only(component):
-            adapter = self._state_payload
-        return super().register(name, component, adapter=adapter, options=options)
+    def _resolve_adapter(self, component: Any) -> CheckpointAdapter:
+        """TorchRL's adapter for ``component``, with the one-file payload where TorchRL picks
+        its default state-dict adapter (an adapter registered by the caller is kept)."""
+        adapter = super()._resolve_adapter(component)
+        if component.adapter is None and type(adapter) is StateDictCheckpointAdapter:
+            return self._state_payload
+        return adapter
 
     def verify(self, path: Path) -> None:
         """Verify ``path`` (see :func:`verify`); the next load of ``path`` skips re-hashing."""
@@ -179,14 +172,6 @@ class VerifiedCheckpoint(Checkpoint):
         if fresh:
             log.info("Checkpoint %s has no state for %s: starting them afresh", path, sorted(fresh))
         return super().load(path, components=sorted(requested - fresh), **kwargs)
-
-
-def _state_dict_only(component: Any) -> bool:
-    """Whether TorchRL would pick its state-dict adapter for ``component``."""
-    methods = [getattr(component, name, None) for name in ("dump", "load")]
-    if all(callable(m) for m in methods):
-        return False
-    return all(callable(getattr(component, n, None)) for n in ("state_dict", "load_state_dict"))
 
 
 def _sha256(path: Path) -> str:

@@ -50,25 +50,23 @@ def _diagnostics(
     high: torch.Tensor,
     error: torch.Tensor | None,
     spread: torch.Tensor | None,
-    stacked: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """``ClipPPOLoss``'s diagnostics of one call's log-weights (or, ``stacked``, of calls
-    stacked on a new leading dim: one value per call); ``error`` and ``spread`` give the
-    explained variance, over the call's first dim as TorchRL's."""
-    dims = tuple(range(1, log_weight.ndim)) if stacked else None
-    inv_n = 1.0 / (log_weight[0].numel() if stacked else log_weight.numel())
+    """``ClipPPOLoss``'s diagnostics of calls stacked on a leading dim (one value per call);
+    ``error`` and ``spread`` give the explained variance, over each call's first dim as
+    TorchRL's."""
+    dims = tuple(range(1, log_weight.ndim))
+    inv_n = 1.0 / log_weight[0].numel()
     weights = log_weight.exp()
     total = weights.sum(dims)
     out = {
         "clip_fraction": (log_weight.clamp(low, high) != log_weight).sum(dims) * inv_n,
         "kl_approx": log_weight.sum(dims) * -inv_n,  # mean of old - new log-probabilities
         "ESS": total * total / (weights * weights).sum(dims) * inv_n,
-        "max_ratio": weights.max() if dims is None else weights.amax(dims),
+        "max_ratio": weights.amax(dims),
         "mean_ratio": total * inv_n,
     }
     if error is not None and spread is not None:
-        resid = torch.var(error, correction=0, dim=int(stacked))
-        out["explained_variance"] = 1.0 - resid / spread
+        out["explained_variance"] = 1.0 - torch.var(error, correction=0, dim=1) / spread
     return out
 
 
@@ -79,27 +77,23 @@ def _stacked(values: list[torch.Tensor | None]) -> torch.Tensor | None:
 
 
 def _mean_diagnostics(records: list[_StepRecord]) -> dict[str, torch.Tensor]:
-    """The diagnostics of each recorded call, averaged over the calls (stacked when their
-    shapes allow: one pass for the whole batch)."""
+    """The diagnostics of each recorded call, averaged over the calls: in one stacked pass, or
+    call by call where their shapes differ."""
     if not records:
         return {}
+    if len({r.log_weight.shape for r in records}) > 1:  # minibatches of unequal size
+        each = [_mean_diagnostics([r]) for r in records]
+        return {k: torch.stack([d[k] for d in each]).mean(0) for k in each[0]}
+    shape = (-1,) + (1,) * records[0].log_weight.ndim  # bounds broadcast over each call
     with torch.no_grad():
-        if len(records) == 1 or len({r.log_weight.shape for r in records}) > 1:
-            each = [_diagnostics(r.log_weight, *r.bounds, r.error, r.spread) for r in records]
-            if len(each) == 1:
-                return each[0]
-            return {k: torch.stack([d[k] for d in each]).mean(0) for k in each[0]}
-        first = records[0]
-        shape = (-1,) + (1,) * first.log_weight.ndim  # bounds broadcast over each call
         stacked = _diagnostics(
             torch.stack([r.log_weight for r in records]),
             torch.stack([r.bounds[0] for r in records]).view(shape),
             torch.stack([r.bounds[1] for r in records]).view(shape),
             _stacked([r.error for r in records]),
             _stacked([r.spread for r in records]),
-            stacked=True,
         )
-        return {key: value.mean(0) for key, value in stacked.items()}
+    return {key: value.mean(0) for key, value in stacked.items()}
 
 
 class LeanClipPPOLoss(ClipPPOLoss):

@@ -138,6 +138,7 @@ def loop(name: str, seed: int, frames: int, *args: str) -> float:
 BASELINE: dict[str, Path] = {}  # --baseline: another checkout's xdrl-train, run alongside
 BASELINE_OVERRIDES: list[str] = []  # --baseline-overrides: extra overrides for the baseline
 THREADS: dict[str, tuple[int, ...]] = {}  # --threads: overrides the thread counts SB3 tries
+REPS: list[int] = [1]  # --reps: rounds of every contender per seed (medians)
 
 
 def xdrl(
@@ -258,12 +259,34 @@ def ppo_throughput(seeds: list[int], quick: bool) -> dict[str, Any]:
 PPO_TARGETS = {"ratio": 1.75, "xdrl_vs_torch_loop": 0.9, "torch_loop_ratio": 1.9}
 
 
-def _alternated(runs: dict[str, Any], seed: int) -> dict[str, float]:
-    """Run each callable once, the order rotated by ``seed`` so no framework always goes first."""
+def _alternated(runs: dict[str, Any], seed: int, reps: int | None = None) -> dict[str, Any]:
+    """Run each callable ``reps`` times (``--reps``), round by round, the order rotated by seed
+    and round so no framework always goes first; each result is its median over the rounds
+    (:func:`_median_result`)."""
     names = list(runs)
-    shift = seed % len(names)
-    out = {name: runs[name]() for name in names[shift:] + names[:shift]}
-    return {name: out[name] for name in names}
+    results: dict[str, list[Any]] = {name: [] for name in names}
+    for round_ in range(REPS[0] if reps is None else reps):
+        shift = (seed + round_) % len(names)
+        for name in names[shift:] + names[:shift]:
+            results[name].append(runs[name]())
+    return {name: _median_result(results[name]) for name in names}
+
+
+def _median_result(values: list[Any]) -> Any:
+    """The median of one contender's repeated results: of the numbers; of SB3's frames/s per
+    thread count, then the best of those medians (:func:`_best_sb3`); of a run summary's
+    ``frames_per_second`` (the rest of the summary from the run nearest below that median)."""
+    if len(values) == 1:
+        return values[0]
+    first = values[0]
+    if isinstance(first, int | float):
+        return statistics.median(values)
+    if "best" in first:
+        per_thread = {k: statistics.median(v[k] for v in values) for k in first if k != "best"}
+        return {"best": max(per_thread.values()), **per_thread}
+    fps = statistics.median(v["frames_per_second"] for v in values)
+    below = [v for v in values if v["frames_per_second"] <= fps]
+    return {**max(below, key=lambda v: v["frames_per_second"]), "frames_per_second": fps}
 
 
 SCALE_ENVS = {8: 10_240, 32: 32_768, 128: 65_536}  # envs -> frame budget (40, 32, 16 batches)
@@ -348,6 +371,7 @@ def time_to_475(seeds: list[int], quick: bool) -> dict[str, Any]:
                 "xdrl": lambda s=seed: _xdrl_whole_command(s),
             },
             seed,
+            reps=1,  # whole commands with their evaluation timelines: one each
         )
         s, x = out["sb3"], out["xdrl"]
         rows.append(
@@ -1066,6 +1090,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="seeds per mode (0, 1, ...)")
     parser.add_argument("--quick", action="store_true", help="smaller workloads (smoke test)")
     parser.add_argument(
+        "--reps",
+        type=int,
+        default=1,
+        help="rounds of every contender per seed, alternated; each figure is the median of its "
+        "rounds (a busy or noisy machine: 3)",
+    )
+    parser.add_argument(
         "--threads",
         default=None,
         help="thread counts SB3 (and the SAC floor) try where the mode takes their best, e.g. "
@@ -1104,13 +1135,21 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown mode(s) {unknown}; choose from {MODES} or 'all'")
     ensure_bench_venv()
+    if args.reps < 1:
+        parser.error("--reps must be at least 1")
+    REPS[0] = args.reps
     if args.threads:
         THREADS["sb3"] = tuple(int(n) for n in args.threads.split(","))
     if args.baseline:
         BASELINE["xdrl"] = Path(args.baseline)
         BASELINE_OVERRIDES.extend(args.baseline_overrides.split())
     seeds = list(range(args.seeds))
-    results: dict[str, Any] = {"machine": machine(), "quick": args.quick, "modes": {}}
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "quick": args.quick,
+        "reps": args.reps,
+        "modes": {},
+    }
     started = time.perf_counter()
     for mode in modes:
         print(f"[{mode}]", flush=True)

@@ -99,6 +99,35 @@ def test_resume_never_moves_the_whole_earlier_run_aside(tmp_path: Path) -> None:
     assert find_runs([run_dir / "superseded" / "2"])[0].seed == 1
 
 
+def _csv_rows(run_dir: Path) -> dict[str, list[str]]:
+    scalars = next((run_dir / "logs").glob("*/scalars"))
+    return {
+        p.relative_to(scalars).as_posix(): p.read_text().splitlines()
+        for p in sorted(scalars.rglob("*.csv"))
+    }
+
+
+def test_a_run_without_checkpoints_rerun_in_its_dir_logs_only_itself(tmp_path: Path) -> None:
+    # The earlier run has nothing to resume from (checkpoint=none): the new one starts afresh.
+    # Its CSV files must hold its own rows only; the CSV logger skips steps a file already holds
+    # (what a resumed run needs), so the earlier files left in place kept the earlier rows.
+    run_dir = tmp_path / "runs" / "a"
+    _train(tmp_path, run_dir, "checkpoint=none", "total_frames=768")
+    earlier = _files(run_dir)
+    _train(tmp_path, run_dir, "checkpoint=none", "seed=1")
+    alone = tmp_path / "runs" / "alone"
+    _train(tmp_path, alone, "checkpoint=none", "seed=1")
+
+    train_rows = {k: v for k, v in _csv_rows(run_dir).items() if k.startswith("train/")}
+    assert train_rows and train_rows == {
+        k: v for k, v in _csv_rows(alone).items() if k.startswith("train/")
+    }
+    assert read_summary(run_dir)["segments"][0]["frames"] == [0, 512]
+    assert _files(run_dir / "superseded" / "1") == earlier  # kept whole, as resume=never does
+    (new,) = find_runs([run_dir])
+    assert new.seed == 1
+
+
 def test_summary_keeps_whole_run_timing_across_resumes(tmp_path: Path) -> None:
     run_dir = tmp_path / "runs" / "a"
     _train(tmp_path, run_dir, "total_frames=512")

@@ -259,24 +259,28 @@ def _checkpoint_dirs(folder: Path) -> list[Path]:
 def resume_candidates(resume: str | None, run_dir: str) -> list[Path]:
     """Checkpoints to try, newest first: ``resume`` (a checkpoint, or a run or checkpoints dir),
     else this run dir's own checkpoints (a requeued SLURM job starts in the same dir);
-    ``resume=never`` starts afresh and moves this run dir's earlier output aside."""
+    ``resume=never`` starts afresh and moves this run dir's earlier output aside, and so does a
+    run dir whose earlier run left output but no checkpoint to resume (``checkpoint=none``, or
+    stopped before its first one): the new run's logs must not merge into the earlier run's
+    files (the CSV logger skips steps a file already holds, as a resumed run must)."""
     if resume == NEVER:
         set_aside_previous_output(Path(run_dir))
         return []
     if resume is None:
         target = Path(run_dir) / CHECKPOINT_DIR
-        if not target.is_dir():
-            return []
-    else:
-        target = Path(resume).expanduser()
-        if not target.exists():
-            raise ConfigError("resume", f"{target} does not exist; pass a checkpoint or run dir")
-        if CHECKPOINT_NAME.fullmatch(target.name) or Checkpoint.is_checkpoint(target):
-            return [target]
-        if (target / CHECKPOINT_DIR).is_dir():
-            target = target / CHECKPOINT_DIR
+        found = _checkpoint_dirs(target) if target.is_dir() else []
+        if not found and holds_earlier_run(Path(run_dir)):
+            set_aside_previous_output(Path(run_dir), reason="no checkpoint to resume")
+        return found[::-1]
+    target = Path(resume).expanduser()
+    if not target.exists():
+        raise ConfigError("resume", f"{target} does not exist; pass a checkpoint or run dir")
+    if CHECKPOINT_NAME.fullmatch(target.name) or Checkpoint.is_checkpoint(target):
+        return [target]
+    if (target / CHECKPOINT_DIR).is_dir():
+        target = target / CHECKPOINT_DIR
     found = _checkpoint_dirs(target)
-    if resume is not None and not found:
+    if not found:
         raise ConfigError("resume", f"no checkpoint found under {target}")
     return found[::-1]
 
@@ -285,7 +289,16 @@ def resume_candidates(resume: str | None, run_dir: str) -> list[Path]:
 _KEPT_IN_PLACE = ("superseded", ".xdrl-run.lock")
 
 
-def set_aside_previous_output(run_dir: Path) -> None:
+# What an earlier run leaves in its run dir (the CLI writes ``.hydra/`` before the run starts).
+_EARLIER_RUN = ("summary.json", "logs", "evaluations.jsonl", "wandb", "videos")
+
+
+def holds_earlier_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds an earlier run's output (its summary, logs or evaluations)."""
+    return any((run_dir / name).exists() for name in _EARLIER_RUN)
+
+
+def set_aside_previous_output(run_dir: Path, reason: str = "resume=never") -> None:
     """``resume=never``: move the whole earlier run (``.hydra/``, checkpoints, logs, W&B files,
     ``summary.json``, ``evaluations.jsonl``, log file, videos, ...) to ``superseded/<n>/``, a
     run dir of its own (``xdrl-report <run_dir>/superseded`` reads it); log files this process
@@ -300,7 +313,7 @@ def set_aside_previous_output(run_dir: Path) -> None:
     for path in present:
         shutil.move(str(path), aside / path.name)
     _reopen_log_files(run_dir)
-    log.info("resume=never: moved the earlier run in %s to %s", run_dir, aside)
+    log.info("%s: moved the earlier run in %s to %s", reason, run_dir, aside)
 
 
 def _reopen_log_files(run_dir: Path) -> None:

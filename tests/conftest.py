@@ -240,6 +240,15 @@ def run_cli(
     return run_script("xdrl-train", args, cwd, {**WANDB_OFFLINE, **(env or {})}, timeout)
 
 
+def load_script(name: str) -> Any:
+    """``scripts/<name>.py`` (a script, not an importable module) loaded as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def read_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """Every CSV scalar under ``log_dir/**/scalars`` as {metric: [(step, value), ...]}."""
     out: dict[str, list[tuple[int, float]]] = {}

@@ -1,16 +1,11 @@
 """The plain-PyTorch PPO floor of scripts/bench_loops.py keeps xdrl's nets and GAE maths."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import torch
 
-PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench_loops.py"
-SPEC = importlib.util.spec_from_file_location("bench_loops", PATH)
-assert SPEC is not None and SPEC.loader is not None
-loops = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(loops)
+from tests.conftest import load_script
+
+loops = load_script("bench_loops")
 
 
 def test_actor_critic_is_the_two_mlps() -> None:

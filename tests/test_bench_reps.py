@@ -1,13 +1,8 @@
 """scripts/bench.py --reps: rounds alternated, each contender's figure the median of its rounds."""
 
-import importlib.util
-from pathlib import Path
+from tests.conftest import load_script
 
-PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
-SPEC = importlib.util.spec_from_file_location("bench", PATH)
-assert SPEC is not None and SPEC.loader is not None
-bench = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(bench)
+bench = load_script("bench")
 
 
 def test_rounds_alternate_and_give_medians() -> None:

@@ -19,6 +19,7 @@ import fcntl
 import os
 import pickle
 import pty
+import shutil
 import signal
 import struct
 import subprocess
@@ -193,14 +194,40 @@ def test_ppo_cartpole_stopped_and_resumed_logs_what_the_uninterrupted_run_logs(
     _assert_same_run(ppo_reference, run_dir, stopped_at)
 
 
-def test_sac_pendulum_stopped_in_the_warm_up_and_resumed_logs_what_the_uninterrupted_run_logs(
+def _left_by_a_kill_after(checkpoint: Path, reference: Path, run_dir: Path) -> int:
+    """What a run killed right after ``checkpoint`` leaves in ``run_dir``, made from the
+    uninterrupted ``reference`` run: its ``.hydra/``, that checkpoint, and its CSV logs up to that
+    checkpoint's frames (no summary). Returns those frames."""
+    frames = int(checkpoint.name.split("-")[1])
+    shutil.copytree(reference / ".hydra", run_dir / ".hydra")
+    shutil.copytree(checkpoint, run_dir / "checkpoints" / checkpoint.name)
+    for path in (reference / "logs").rglob("*"):
+        target = run_dir / "logs" / path.relative_to(reference / "logs")
+        if path.suffix == ".csv":
+            rows = [
+                r for r in path.read_text().splitlines() if int(float(r.split(",")[0])) <= frames
+            ]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("".join(f"{r}\n" for r in rows))
+    return frames
+
+
+def test_sac_pendulum_killed_in_the_warm_up_and_resumed_logs_what_the_uninterrupted_run_logs(
     tmp_path: Path,
 ) -> None:
+    """A run killed right after its first checkpoint, at 128 of the 256 random warm-up frames: the
+    resume finishes the warm-up from that checkpoint, then trains, as the uninterrupted run.
+    The kill's leftovers are built from the uninterrupted run's own checkpoint, so the stop is
+    exactly there: a signal sent once the first checkpoint appears lands wherever the random
+    frames (~0.1 ms each) have got to (a clean clone's run once stopped at 256)."""
     reference, run_dir = tmp_path / "reference", tmp_path / "run"
-    _run(SAC, reference)
-    stopped_at = _stop_at_first_checkpoint(SAC, run_dir)
-    assert stopped_at < 256  # inside the random warm-up: the resume finishes it, then trains
-    _run(SAC, run_dir)
+    args = [*SAC, "checkpoint.keep_last=20"]  # keeps the warm-up's checkpoints
+    _run(args, reference)
+    first = min((reference / "checkpoints").glob("checkpoint-*"), key=lambda p: p.name)
+    stopped_at = _left_by_a_kill_after(first, reference, run_dir)
+    assert stopped_at == 128  # inside the random warm-up
+    out = _run(args, run_dir)
+    assert f"at {stopped_at} frames" in out and "Resume is exact" in out
     _assert_same_run(reference, run_dir, stopped_at)
 
 

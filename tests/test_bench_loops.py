@@ -61,8 +61,9 @@ def test_floor_twin_critic_is_two_networks() -> None:
 
 def test_td3_floor_trains_past_its_warmup() -> None:
     """The TD3 floor runs its whole loop (acting, delayed actor steps, targets) and reports a
-    rate."""
-    assert loops.td3_torch_loop(seed=0, frames=40, warmup=30) > 0
+    rate and its update time."""
+    out = loops.td3_torch_loop(seed=0, frames=40, warmup=30)
+    assert out["frames_per_second"] > 0 and out["update_ms"] > 0
 
 
 def test_floor_replay_stores_the_transitions_it_stepped() -> None:

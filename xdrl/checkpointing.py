@@ -268,7 +268,7 @@ def resume_candidates(resume: str | None, run_dir: str) -> list[Path]:
         return []
     if resume is None:
         target = Path(run_dir) / CHECKPOINT_DIR
-        found = _checkpoint_dirs(target) if target.is_dir() else []
+        found = _checkpoint_dirs(target)
         if not found and holds_earlier_run(Path(run_dir)):
             set_aside_previous_output(Path(run_dir), reason="no checkpoint to resume")
         return found[::-1]
@@ -290,7 +290,7 @@ _KEPT_IN_PLACE = ("superseded", ".xdrl-run.lock")
 
 
 # What an earlier run leaves in its run dir (the CLI writes ``.hydra/`` before the run starts).
-_EARLIER_RUN = ("summary.json", "logs", "evaluations.jsonl", "wandb", "videos")
+_EARLIER_RUN = ("summary.json", "logs", "evaluations.jsonl", "wandb")
 
 
 def holds_earlier_run(run_dir: Path) -> bool:
@@ -299,7 +299,8 @@ def holds_earlier_run(run_dir: Path) -> bool:
 
 
 def set_aside_previous_output(run_dir: Path, reason: str = "resume=never") -> None:
-    """``resume=never``: move the whole earlier run (``.hydra/``, checkpoints, logs, W&B files,
+    """``resume=never``, or an earlier run with no checkpoint to resume (``reason``, logged):
+    move the whole earlier run (``.hydra/``, checkpoints, logs, W&B files,
     ``summary.json``, ``evaluations.jsonl``, log file, videos, ...) to ``superseded/<n>/``, a
     run dir of its own (``xdrl-report <run_dir>/superseded`` reads it); log files this process
     has open are reopened at their old path, so the new run logs into a file of its own."""

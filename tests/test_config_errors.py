@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import typing
@@ -119,9 +120,10 @@ BAD_VALUES = [
     ("algorithm=sac total_frames=2048", "total_frames"),
     ("algorithm=dqn total_frames=512 frames_per_batch=256", "total_frames"),
     ("algorithm=td3 algorithm.build.init_random_frames=4097 total_frames=4096", "total_frames"),
+    ("experiment=atari_dqn total_frames=32768", "total_frames"),  # frame_skip 4 (issue 38)
     # envs a user names (issue 18 E): third-party families, modules, observation spaces
     ("env.id=MiniGrid-Empty-5x5-v0", "env.id"),
-    ("env.id=ALE/Pong-v5 algorithm=sac", "algorithm"),  # images, no image encoder
+    ("env=atari algorithm=sac", "algorithm"),  # images, no image encoder
     ("env.id=no_such_module:Foo-v0", "env.id"),
     ("env.import_modules=[no_such_module]", "env.import_modules"),
     ("env.import_modules=minigrid", "env.import_modules"),  # a list, not a string
@@ -146,6 +148,13 @@ BAD_VALUES = [
     ("precision=fp16", "precision"),
     ("algorithm.build.clip_schedule=cosine", "algorithm.build.clip_schedule"),
     ("env.id=tests.user_envs:XdrlDictCorridor-v0", "env.id"),  # Dict, as MiniGrid's
+    # issue 38: Atari ids outside env=atari, log_model without W&B
+    ("env=gym env.id=ALE/Breakout-v5", "env.id"),
+    ("env=gym env.id=BreakoutNoFrameskip-v4", "env.id"),
+    ("env.id=ALE/Pong-v5 algorithm=dqn", "env.id"),
+    ("logging.log_model=true", "logging.log_model"),
+    ("logging=none logging.log_model=true", "logging.log_model"),
+    ("logging=tensorboard logging.log_model=true", "logging.log_model"),
     ("+env.make_kwargs.length=-3 env.id=tests.user_envs:XdrlCorridor-v0", "env.make_kwargs"),
 ]
 # (override, key, environment variables): variables the libraries read at start-up (issue 18 E15)
@@ -314,6 +323,76 @@ def test_a_budget_that_reaches_the_warm_up_trains_and_one_frame_more_does_not(
     assert result.returncode == 0, result.stderr[-2000:]
     scalars = read_scalars(tmp_path / "run" / "logs")
     assert scalars["train/agents/loss_actor"]  # TorchRL ran the optimizer in the last batch
+
+
+# Budgets in frames, for every frame_skip (issue 38): the refusal's two fixes are each accepted
+# and train. (preset, overrides whose budget ends inside the warm-up, the two fixes computed by
+# hand: frames per batch = frames_per_batch x frame_skip; the run trains ceil(total / that) batches)
+BUDGETS = [
+    (
+        "cartpole_dqn",  # frame_skip 1, batches of 32 frames: 64 < 100; 4 batches = 128 >= 100
+        ["frames_per_batch=32", "env.num_envs=4", "total_frames=64",
+         "algorithm.build.init_random_frames=100", "algorithm.build.batch_size=16"],
+        ("total_frames=128", "algorithm.build.init_random_frames=64"),
+    ),
+    (
+        "pendulum_sac",  # frame_skip 1, batches of 16 frames: 32 < 40; 3 batches = 48 >= 40
+        ["frames_per_batch=16", "env.num_envs=4", "total_frames=32",
+         "algorithm.build.init_random_frames=40", "algorithm.build.batch_size=16",
+         "algorithm.build.actor_cells=[16]", "algorithm.build.critic_cells=[16]"],
+        ("total_frames=48", "algorithm.build.init_random_frames=32"),
+    ),
+    (
+        "atari_dqn",  # frame_skip 4: 4 agent steps = 16 frames a batch; 64 < 65; 5 batches = 80
+        ["total_frames=64", "algorithm.build.init_random_frames=65",
+         "algorithm.build.buffer_size=64", "algorithm.build.batch_size=8", "num_threads=1"],
+        ("total_frames=80", "algorithm.build.init_random_frames=64"),
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("preset", "overrides", "fixes"), BUDGETS, ids=[b[0] for b in BUDGETS])
+@pytest.mark.parametrize("fix", [0, 1], ids=["total_frames", "init_random_frames"])
+def test_a_budget_inside_the_warm_up_is_refused_and_each_suggested_fix_trains(
+    tmp_path: Path, preset: str, overrides: list[str], fixes: tuple[str, str], fix: int
+) -> None:
+    """Frames count ``frame_skip`` per agent step once: the line's fixes are the budgets
+    computed by hand, each passes the check, and its run optimizes (``train/`` metrics)."""
+    if preset.startswith("atari") and importlib.util.find_spec("ale_py") is None:
+        pytest.skip("needs xdrl[atari]")
+    args = [f"experiment={preset}", *overrides, "eval=none", "checkpoint=none"]
+    line = _precheck_line(" ".join(args), tmp_path)
+    assert line is not None and line.startswith("total_frames: "), line
+    suggested = re.search(r"set e\.g\. (total_frames=\d+), or (\S+=\d+) or less$", line)
+    assert suggested is not None, line
+    assert suggested.groups() == fixes
+    fixed = [*args, fixes[fix]]
+    assert _precheck_line(" ".join(fixed), tmp_path) is None
+    result = run_cli([*fixed, "hydra.run.dir=run"], cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "completed"
+    scalars = read_scalars(tmp_path / "run" / "logs")
+    (optim_steps,) = [v for k, v in scalars.items() if k.endswith("/optim_steps")]
+    assert optim_steps[-1][1] > 0  # the last batch reached the warm-up and optimized
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["env=gym env.id=ALE/Breakout-v5", "env=gym env.id=BreakoutNoFrameskip-v4"],
+)
+def test_an_atari_id_outside_env_atari_points_to_it(tmp_path: Path, override: str) -> None:
+    env_id = override.rpartition("=")[2]
+    line = _precheck_line(override, tmp_path)
+    assert line is not None and line.endswith(f"; set env=atari env.id={env_id}"), line
+    if importlib.util.find_spec("ale_py") is not None:
+        assert _precheck_line(f"env=atari env.id={env_id}", tmp_path) is None
+
+
+def test_log_model_names_the_wandb_logger_it_needs(tmp_path: Path) -> None:
+    line = _precheck_line("logging.log_model=true", tmp_path)
+    assert line is not None and "set logging=wandb, or logging.log_model=false" in line
+    if importlib.util.find_spec("wandb") is not None:
+        assert _precheck_line("logging=wandb logging.log_model=true", tmp_path) is None
 
 
 # In-process checks of the checker (cheap)

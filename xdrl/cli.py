@@ -5,7 +5,9 @@ Nothing heavy is imported at module level, so ``--help`` and ``--cfg job`` retur
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import io
 import logging
 import os
 import sys
@@ -161,21 +163,12 @@ def _precheck(args: list[str]) -> str | None:
     """One line saying what is wrong with a single run's command line (None: nothing): a
     misspelt key or option, then every value, checked before Hydra makes the run dir, so a
     config error leaves nothing on disk. One compose (each costs ~0.3 s of start-up)."""
-    from hydra import compose, initialize_config_module
-    from hydra.errors import ConfigCompositionException, MissingConfigException
-
     from xdrl.config_check import check_config, check_writable_dir
-    from xdrl.errors import ConfigError, first_line
+    from xdrl.errors import ConfigError
 
-    try:
-        with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
-            cfg = compose("config", overrides=args, return_hydra_config=True)
-    except MissingConfigException as err:
-        return _missing_option(str(err))
-    except ConfigCompositionException as err:
-        return _unknown_key(str(err))
-    except Exception as err:  # noqa: BLE001 - Hydra then reports anything else itself
-        return first_line(err) if str(err).strip() else None
+    cfg = _compose(args)
+    if not isinstance(cfg, DictConfig):
+        return cfg
     try:
         run_dir, job_name = str(cfg.hydra.run.dir), str(cfg.hydra.job.name)
         if not OmegaConf.is_interpolation(cfg, "run_dir") and (
@@ -193,6 +186,112 @@ def _precheck(args: list[str]) -> str | None:
         _check_resume(cfg, run_dir, job_name)
     except ConfigError as err:
         return str(err)
+    return None
+
+
+def _compose(args: list[str]) -> DictConfig | str | None:
+    """The config ``args`` compose to (Hydra's node included), or the one line saying which key
+    or option is misspelt (None: an error Hydra then reports itself)."""
+    from hydra import compose, initialize_config_module
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    from xdrl.errors import first_line
+
+    try:
+        with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+            return compose("config", overrides=args, return_hydra_config=True)
+    except MissingConfigException as err:
+        return _missing_option(str(err))
+    except ConfigCompositionException as err:
+        return _unknown_key(str(err))
+    except Exception as err:  # noqa: BLE001 - Hydra then reports anything else itself
+        return first_line(err) if str(err).strip() else None
+
+
+def _precheck_hydra_mode(args: list[str]) -> str | None:
+    """The one line of :func:`_precheck` for a command line with Hydra's flags (``-m``,
+    ``--cfg``, ``--info``, ...): misspelt keys and options and, for a sweep, the launcher's and
+    sweeper's extras. Values are left to each job (a bad one fails its own job, and ``--cfg``
+    prints what it was given). None: nothing wrong, or flags xdrl leaves to Hydra."""
+    parsed = _hydra_flags(args)
+    if parsed is None:
+        return None
+    if not parsed.multirun:
+        cfg = _compose(parsed.overrides)
+        return cfg if not isinstance(cfg, DictConfig) else None
+    return _precheck_sweep(parsed.overrides)
+
+
+def _hydra_flags(args: list[str]) -> argparse.Namespace | None:
+    """``args`` read by Hydra's own parser; None for a bad flag (Hydra says why) or a mode with
+    nothing to compose (help, version, another config, shell completion)."""
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # Hydra prints its own usage
+            parsed, unknown = get_args_parser().parse_known_args(args)
+    except SystemExit:
+        return None
+    skip = ("help", "hydra_help", "version", "shell_completion", "experimental_rerun")
+    other_config = (parsed.config_path, parsed.config_name, parsed.config_dir)
+    if unknown or any(getattr(parsed, name, None) for name in skip) or any(other_config):
+        return None
+    return parsed
+
+
+def _precheck_sweep(overrides: list[str]) -> str | None:
+    """A sweep's command line composed with every swept value at its first (keys), every option
+    of a swept group looked up, and the launcher's and sweeper's packages checked."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob, IntervalSweep
+    from hydra.errors import HydraException
+
+    from xdrl.config_check import check_launch_plugins
+    from xdrl.errors import ConfigError
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return None  # Hydra says what does not parse
+    first: list[str] = []
+    swept: dict[str, list[str]] = {}
+    for override in parsed:
+        line, value = override.input_line or "", override.value()
+        if override.is_discrete_sweep() and not isinstance(value, Glob):
+            values = list(override.sweep_string_iterator())
+            swept[override.key_or_group] = values
+            line = f"{override.get_key_element()}={values[0]}" if values else ""
+        elif isinstance(value, IntervalSweep):
+            line = f"{override.get_key_element()}={value.start}"
+        elif override.is_sweep_override():
+            line = ""  # a glob picks existing options only
+        if line:
+            first.append(line)
+    cfg = _compose(first)
+    if not isinstance(cfg, DictConfig):
+        return cfg
+    error = _missing_swept_option(swept)
+    if error is not None:
+        return error
+    try:
+        check_launch_plugins(cfg.hydra)
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
+def _missing_swept_option(swept: dict[str, list[str]]) -> str | None:
+    """The line of :func:`_missing_option` for the first swept option its group lacks."""
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        for group, values in swept.items():
+            options = loader.get_group_options(group)
+            for value in values:
+                if options and value not in options:
+                    return _option_line(group, value, options)
     return None
 
 
@@ -215,12 +314,31 @@ def _check_resume(cfg: DictConfig, run_dir: str, job_name: str) -> None:
 
 
 def _missing_option(text: str) -> str:
-    """``group: no option 'x'; did you mean group=y?`` from Hydra's MissingConfigException."""
+    """``group: no option 'x'; did you mean group=y?`` from Hydra's MissingConfigException (its
+    'Could not find' or 'Could not load' line, then the group's options, one per tab-led line)."""
+    import re
+
+    match = re.search(r"Could not (?:find|load) '([^']+)'", text)
+    missing = match[1] if match else text.split("'")[1] if "'" in text else text
+    group, _, option = missing.rpartition("/")
+    chosen = re.search(r"In '([^']+)'", text)  # an option of the group whose default is missing
+    if chosen and chosen[1].rpartition("/")[0] == group:
+        option = chosen[1].rpartition("/")[2]
+    listed = text.split("Available options", 1)[1] if "Available options" in text else ""
+    listed = listed.split("Config search path", 1)[0]
+    options = sorted(line.strip() for line in listed.split("\n") if line.startswith("\t"))
+    return _option_line(group, option, options)
+
+
+def _option_line(group: str, option: str, options: list[str]) -> str:
+    """``group: no option 'x'; <the extra to install, a close match or the options>``."""
     import difflib
 
-    missing = text.split("Could not find '")[-1].split("'")[0]
-    group, _, option = missing.rpartition("/")
-    options = sorted(line.strip() for line in text.split("\n") if line.startswith("\t"))
+    from xdrl.config_check import plugin_option_hint
+
+    hint = plugin_option_hint(group, option)
+    if hint is not None:
+        return f"{group}: {group}={option} {hint}"
     close = difflib.get_close_matches(option, options, n=1)
     hint = f"did you mean {group}={close[0]}?" if close else f"options: {', '.join(options)}"
     return f"{group}: no option {option!r}; {hint}"
@@ -317,11 +435,11 @@ def run_command(args: list[str]) -> None:
         print(_fast_help([a for a in args if a not in ("--help", "-h")]))
         return
     args = sys.argv[1:] = _run_dir_is_hydra_dir(args)  # Hydra's main reads sys.argv
-    if not any(a.startswith("-") for a in args):
-        error = _precheck(args)
-        if error is not None:
-            print(f"xdrl-train: config error: {error}", file=sys.stderr)
-            raise SystemExit(2)
+    flags = any(a.startswith("-") for a in args)
+    error = _precheck_hydra_mode(args) if flags else _precheck(args)
+    if error is not None:
+        print(f"xdrl-train: config error: {error}", file=sys.stderr)
+        raise SystemExit(2)
     _register_plugins()
     try:
         from xdrl.run_lock import lock_named_run_dir

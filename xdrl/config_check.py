@@ -36,7 +36,6 @@ import functools
 import importlib.util
 import inspect
 import logging
-import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -48,7 +47,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from xdrl import config_types
-from xdrl.atari import check_atari
+from xdrl.atari import check_atari, is_atari_id
 from xdrl.config_types import Fraction, NonNegativeFloat, PositiveFloat
 from xdrl.envs import check_env, is_image_shape
 from xdrl.errors import ConfigError
@@ -125,9 +124,12 @@ def check_config(cfg: DictConfig) -> None:
     for group in SETTINGS:
         _check_group(cfg, group, _settings_schema(cfg, group), closed=True)
     _check_group(cfg, "algorithm.optimizer", OPTIMIZER_KEYS, closed=False)
+    check_extras(cfg)
     _check_target(cfg, "env")
     if str(cfg.env._target_) == ATARI_FACTORY:
         check_atari(str(cfg.env.id))
+    else:
+        _check_not_atari(str(cfg.env.id))
     shape = check_env(
         str(cfg.env.id),
         _value(cfg, "env.import_modules") or [],
@@ -501,18 +503,24 @@ def _check_sizes(cfg: DictConfig) -> None:
 
 def _check_budget(cfg: DictConfig) -> None:
     """A run that cannot train is a config error: a frame budget that ends inside the algorithm's
-    random warm-up (TorchRL's Trainer optimizes only once ``init_random_frames`` were collected)."""
+    random warm-up.
+
+    Units, as xdrl hands them to TorchRL: ``frames_per_batch`` counts agent steps,
+    ``total_frames`` and ``init_random_frames`` count frames, ``frame_skip`` per agent step (the
+    Trainer adds ``frames_per_batch * frame_skip`` per batch; xdrl rounds ``total_frames`` up to
+    whole batches). TorchRL's Trainer optimizes after a batch once its frames reach
+    ``init_random_frames``, so the last batch optimizes exactly when the rounded budget does."""
     key = "algorithm.build.init_random_frames"
     warm_up = _value(cfg, key)
     if warm_up is None:
         read = read_signature(str(cfg.algorithm.build._target_))
         param = read[0].get("init_random_frames") if read else None
         warm_up = param.default if param and isinstance(param.default, int) else 0
-    batches = -(-cfg.total_frames // cfg.frames_per_batch)
-    frames = batches * cfg.frames_per_batch * cfg.env.frame_skip  # as the Trainer counts them
+    batch = cfg.frames_per_batch * cfg.env.frame_skip  # frames per batch, as the Trainer counts
+    frames = -(-cfg.total_frames // batch) * batch  # the budget the run trains (whole batches)
     if frames >= warm_up:
         return
-    enough = math.ceil(warm_up / (cfg.frames_per_batch * cfg.env.frame_skip)) * cfg.frames_per_batch
+    enough = -(-warm_up // batch) * batch
     raise ConfigError(
         "total_frames",
         f"{cfg.total_frames} frames end inside the random warm-up ({key}={warm_up}), so no "
@@ -580,6 +588,122 @@ def _optuna_sweep() -> bool:
         return False
     sweeper = getattr(HydraConfig.get().sweeper, "_target_", "") or ""
     return "optuna" in str(sweeper).lower()
+
+
+# Optional packages (the extras of pyproject.toml)
+
+# What each optional feature imports: (the extra that installs it, its modules). A test checks
+# that every module comes with its extra's requirements in pyproject.toml.
+FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "logging=wandb": ("wandb", ("wandb",)),
+    "logging=tensorboard": ("tensorboard", ("tensorboard",)),
+    "eval=video": ("video", ("moviepy", "imageio", "imageio_ffmpeg", "pygame")),
+    "logging.log_model": ("export", ("onnx", "onnxruntime", "onnxscript")),
+    "hydra/launcher=joblib": ("sweep", ("hydra_plugins.hydra_joblib_launcher", "joblib")),
+    "hydra/launcher=submitit": ("slurm", ("hydra_plugins.hydra_submitit_launcher", "submitit")),
+    "hydra/sweeper=optuna": ("sweep", ("optuna",)),
+    "hydra/sweeper=pareto": ("pareto", ("pymoo", "scipy", "matplotlib")),
+}
+# Options of Hydra's launcher group that only exist once their extra is installed (xdrl's own
+# local and slurm presets extend submitit's).
+PLUGIN_OPTIONS = {
+    "hydra/launcher": {
+        "joblib": "hydra/launcher=joblib",
+        "submitit_local": "hydra/launcher=submitit",
+        "submitit_slurm": "hydra/launcher=submitit",
+        "local": "hydra/launcher=submitit",
+        "slurm": "hydra/launcher=submitit",
+    },
+}
+
+
+def missing_modules(feature: str) -> list[str]:
+    """The modules ``feature`` (a key of :data:`FEATURES`) needs and this Python cannot import."""
+    missing = []
+    for module in FEATURES[feature][1]:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a parent package is missing (or blocked)
+            found = False
+        if not found:
+            missing.append(module)
+    return missing
+
+
+def extra_hint(feature: str) -> str | None:
+    """``needs the <extra> extra (<modules> not installed); pip install 'xdrl[<extra>]'`` when
+    ``feature`` lacks a module (None: nothing missing)."""
+    missing = missing_modules(feature)
+    if not missing:
+        return None
+    extra = FEATURES[feature][0]
+    return (
+        f"needs the {extra} extra ({', '.join(missing)} not installed); pip install 'xdrl[{extra}]'"
+    )
+
+
+def check_extras(cfg: DictConfig) -> None:
+    """The logger, the evaluation video and ``logging.log_model`` have their packages, and
+    ``log_model`` has the W&B logger it uploads through (without it the flag did nothing)."""
+    logger = OmegaConf.select(cfg, "logging.logger")
+    target = str(logger.get("_target_")) if isinstance(logger, DictConfig) else ""
+    for suffix, feature in (
+        ("WandbLogger", "logging=wandb"),
+        ("TensorboardLogger", "logging=tensorboard"),
+    ):
+        hint = extra_hint(feature) if target.endswith(suffix) else None
+        if hint is not None:
+            raise ConfigError("logging", f"{feature} {hint}")
+    hint = extra_hint("eval=video") if cfg.eval.enabled and cfg.eval.render else None
+    if hint is not None:
+        raise ConfigError("eval.render", f"eval=video {hint}, or set eval=default")
+    if not OmegaConf.select(cfg, "logging.log_model", default=False):
+        return
+    if not target.endswith("WandbLogger"):
+        name = target.rsplit(".", 1)[-1] or "none"
+        raise ConfigError(
+            "logging.log_model",
+            f"uploads the policy to W&B, and this run's logger is {name}; set logging=wandb, or "
+            "logging.log_model=false",
+        )
+    hint = extra_hint("logging.log_model")
+    if hint is not None:
+        raise ConfigError("logging.log_model", f"exports the policy as ONNX and {hint}")
+
+
+def check_launch_plugins(hydra_cfg: DictConfig) -> None:
+    """A sweep's launcher and sweeper have their packages (checked before Hydra starts them)."""
+    for group, features in (
+        ("launcher", ("hydra/launcher=joblib", "hydra/launcher=submitit")),
+        ("sweeper", ("hydra/sweeper=optuna", "hydra/sweeper=pareto")),
+    ):
+        target = str(OmegaConf.select(hydra_cfg, f"{group}._target_", default="") or "")
+        for feature in features:
+            if feature.rpartition("=")[2] in target.lower():
+                hint = extra_hint(feature)
+                if hint is not None:
+                    raise ConfigError(f"hydra/{group}", f"{feature} {hint}")
+
+
+def plugin_option_hint(group: str, option: str) -> str | None:
+    """The extra to install for a launcher option Hydra does not find (None: not a plugin's)."""
+    feature = PLUGIN_OPTIONS.get(group, {}).get(option)
+    return None if feature is None else extra_hint(feature)
+
+
+def _check_not_atari(env_id: str) -> None:
+    """An Atari id goes through ``env=atari`` (its preprocessing: 84x84 grey frames, a frame
+    stack, frame skip); ``env=gym`` would train on raw 210x160 RGB screens at a few frames/s."""
+    bare = env_id.rpartition(":")[2]
+    if not (is_atari_id(env_id) or "NoFrameskip-v" in bare):
+        return
+    missing = importlib.util.find_spec("ale_py") is None
+    extra = " (after pip install 'xdrl[atari]')" if missing else ""
+    raise ConfigError(
+        "env.id",
+        f"{env_id} is an Atari game, which needs Atari preprocessing (grey 84x84 frames, frame "
+        f"skip and stack); set env=atari env.id={bare}{extra}",
+    )
 
 
 # Paths and devices

@@ -115,3 +115,29 @@ def test_buffer_all_keeps_every_frame_of_the_run() -> None:
     with pytest.raises(ConfigError, match="buffer_size: all needs total_frames"):
         build(env, frames_per_batch=64, buffer_size="all")
     env.close()
+
+
+@pytest.mark.parametrize(("eval_epsilon", "rate"), [(0.3, 0.3 * 2 / 3), (0.0, 0.0)])
+def test_evaluation_policy_is_greedy_deterministic_and_epsilon_greedy_random(
+    eval_epsilon: float, rate: float
+) -> None:
+    """Acrobot (3 actions): under random exploration an action differs from the greedy one at
+    ``eval_epsilon * (1 - 1/3)`` (a random action is the greedy one a third of the time); 30,000
+    draws give a standard error of 0.0023 at 0.2, so +/- 0.015 never fails by chance. Under
+    deterministic exploration (and with epsilon 0) it never differs."""
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    env = make_env("Acrobot-v1", num_envs=2, seed=0)
+    parts = build(env, frames_per_batch=64, eval_epsilon=eval_epsilon)
+    env.close()
+    torch.manual_seed(0)
+    td = TensorDict({"observation": torch.randn(30_000, 6)}, batch_size=[30_000])
+    for exploration, expected in [
+        (ExplorationType.RANDOM, rate),
+        (ExplorationType.DETERMINISTIC, 0),
+    ]:
+        with set_exploration_type(exploration):
+            out = parts.eval_policy(td.clone())
+        greedy = out["action_value"].argmax(-1)
+        differs = float((out["action"] != greedy).float().mean())
+        assert differs == 0 if expected == 0 else abs(differs - expected) < 0.015

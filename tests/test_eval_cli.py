@@ -1,16 +1,21 @@
 """xdrl-eval on a deterministic multi-objective env (deep-sea-treasure, fixed start): it
 reproduces the run's final deterministic evaluation, per objective too; bad input gets one
-line, exit 2 and no file; checkpoint.keep_best keeps the best save through TorchRL's rotation."""
+line, exit 2 and no file; checkpoint.keep_best keeps the best save through TorchRL's rotation.
+On a DQN run evaluated with eval.deterministic=false: xdrl-eval follows the run's setting unless
+a flag says otherwise, and a stochastic DQN evaluation is epsilon-greedy at the stated epsilon."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from torchrl.checkpoint import Checkpoint
 
 from tests.conftest import read_summary, run_cli, run_script
@@ -30,6 +35,34 @@ def dst_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "eval.interval_frames=512",
             "eval.episodes=3",
             "eval.max_steps=100",
+            "checkpoint.interval_frames=512",
+            "num_threads=1",
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=root,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def dqn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short DQN CartPole run whose evaluation is stochastic only (eval.deterministic=false)."""
+    root = tmp_path_factory.mktemp("dqn")
+    run_dir = root / "run"
+    result = run_cli(
+        [
+            "algorithm=dqn",
+            "env=cartpole",
+            "total_frames=512",
+            "frames_per_batch=256",
+            "env.num_envs=4",
+            "algorithm.build.init_random_frames=256",
+            "eval.interval_frames=512",
+            "eval.episodes=2",
+            "eval.max_steps=50",
+            "eval.deterministic=false",
+            "eval.stochastic=true",
             "checkpoint.interval_frames=512",
             "num_threads=1",
             f"hydra.run.dir={run_dir}",
@@ -106,6 +139,18 @@ def test_bad_input_one_line_exit_2_nothing_written(
         "damaged": ([str(_damaged_copy(dst_run, tmp_path))], "try --checkpoint"),
         "unknown frames": ([str(dst_run), "--checkpoint", "7"], f"there are {frames[0]}"),
         "unknown key": ([str(dst_run), "env.nope=1"], "env.nope"),
+        "env value": (
+            [str(dst_run), "env.max_episode_steps=abc"],
+            "env.max_episode_steps: got 'abc' (str), not an integer",
+        ),
+        "eval value": (
+            [str(dst_run), "eval.max_steps=0"],
+            "eval.max_steps: got 0 (int), too small",
+        ),
+        "value after an option": (
+            [str(dst_run), "--episodes", "2", "env.reward_weights=[1,a]"],
+            "env.reward_weights",
+        ),
         "episodes": ([str(dst_run), "--episodes", "0"], "--episodes"),
     }
     for name, (args, expected) in cases.items():
@@ -165,6 +210,16 @@ def test_video_records_every_episode(dst_run: Path, tmp_path: Path) -> None:
     assert frames == sum(length + 1 for length in record["lengths"])
 
 
+def test_help_says_what_video_records(capsys: pytest.CaptureFixture[str]) -> None:
+    from xdrl.policy.eval_cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--video FILE.mp4 record every episode, one after another" in text
+    assert "first episode" not in text.replace("only the first", "")
+
+
 @pytest.mark.parametrize("module", ["xdrl.policy.eval_cli", "xdrl.policy.export_cli"])
 def test_help_imports_no_torch(module: str) -> None:
     code = (
@@ -196,3 +251,106 @@ def test_checkpoint_metric_only_from_an_evaluation_at_the_save() -> None:
     assert metadata(SimpleNamespace(collected_frames=768)) == {}  # stale: the weights moved on
     other = _objective_metadata("eval/y", evaluation)  # type: ignore[arg-type]
     assert other(SimpleNamespace(collected_frames=512)) == {}
+
+
+def _record(run_dir: Path, tmp_path: Path, *args: str) -> tuple[dict, str]:
+    """The ``--json`` record and stdout of ``xdrl-eval run_dir --episodes 2 *args``."""
+    out = tmp_path / f"eval{len(list(tmp_path.glob('eval*.json')))}.json"
+    result = _eval(str(run_dir), "--episodes", "2", *args, "--json", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return json.loads(out.read_text()), result.stdout
+
+
+def test_mode_follows_the_run_unless_a_flag_says_otherwise(
+    dqn_run: Path, dst_run: Path, tmp_path: Path
+) -> None:
+    record, stdout = _record(dqn_run, tmp_path)  # eval.deterministic=false in the run
+    assert record["deterministic"] is False and record["epsilon"] == 0.05
+    assert record["mode_from"] == "the run's eval.deterministic=false"
+    assert "2 stochastic (epsilon 0.05) episodes (the run's eval.deterministic=false)" in stdout
+    record, stdout = _record(dqn_run, tmp_path, "--deterministic")
+    assert record["deterministic"] is True and record["epsilon"] == 0.0
+    assert record["mode_from"] == "--deterministic"
+    assert "2 deterministic (greedy) episodes (--deterministic)" in stdout
+    record, _ = _record(dst_run, tmp_path)  # PPO, eval.deterministic=true: no epsilon to state
+    assert record["deterministic"] is True and "epsilon" not in record
+    assert record["mode_from"] == "the run's eval.deterministic=true"
+    record, _ = _record(dst_run, tmp_path, "--stochastic")
+    assert record["deterministic"] is False and record["mode_from"] == "--stochastic"
+
+
+def test_stochastic_dqn_acts_epsilon_greedy_at_the_stated_rate(dqn_run: Path) -> None:
+    """Against greedy actions on 40,000 observations, the stochastic policy differs at the rate
+    epsilon * (1 - 1/n_actions) = 0.05 * 1/2 (a random action hits the greedy one half the time):
+    0.025 with a standard error of 0.0008, so +/- 0.006 never fails by chance; greedy: never."""
+    from xdrl import load_policy
+
+    policy = load_policy(dqn_run)
+    try:
+        generator = np.random.default_rng(0)
+        observations = generator.normal(0.0, [1.0, 2.0, 0.2, 2.0], (40_000, 4)).astype(np.float32)
+        torch.manual_seed(0)
+        greedy = policy(observations)
+        stochastic = policy(observations, deterministic=False)
+        assert np.array_equal(policy(observations), greedy)
+    finally:
+        policy.close()
+    assert abs(float(np.mean(stochastic != greedy)) - 0.05 * (1 - 1 / 2)) < 0.006
+
+
+def test_overrides_anywhere_on_the_line(dqn_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cut.json"
+    result = _eval(
+        str(dqn_run), "--episodes", "2", "env.max_episode_steps=5", "--deterministic",
+        "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    # CartPole needs 8 steps or more to drop the pole: every episode is cut at 5
+    assert json.loads(out.read_text())["lengths"] == [5, 5]
+
+
+def _unwritable_folder(tmp_path: Path) -> Path:
+    """A folder no file can be created in: read-only by its mode bits, or, for root (who
+    ignores them), a kernel folder that refuses new files."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    for candidate in (folder, Path("/sys"), Path("/proc")):
+        try:
+            (candidate / "probe").touch()
+        except OSError:
+            return candidate
+        (candidate / "probe").unlink()
+    pytest.skip("no folder here refuses a new file")
+
+
+@pytest.mark.parametrize(
+    ("script", "option", "name"),
+    [
+        ("xdrl-eval", "--json", "eval.json"),
+        ("xdrl-eval", "--video", "eval.mp4"),
+        ("xdrl-export", "--out", "policy.pt2"),
+    ],
+)
+def test_unwritable_output_one_line_exit_2(
+    dst_run: Path, tmp_path: Path, script: str, option: str, name: str
+) -> None:
+    if option == "--video":
+        pytest.importorskip("imageio_ffmpeg")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    cases = {
+        _unwritable_folder(tmp_path) / name: "cannot write into",
+        blocker / name: "is a file, not a folder",
+        tmp_path: "is a folder; name a file",
+    }
+    extra = ["--format", "pt2"] if script == "xdrl-export" else []
+    for target, expected in cases.items():
+        before = sorted(os.listdir(target.parent)) if target.parent.is_dir() else None
+        result = run_script(script, [str(dst_run), *extra, option, str(target)], tmp_path)
+        lines = [ln for ln in result.stderr.splitlines() if "Warning" not in ln]
+        assert result.returncode == 2 and len(lines) == 1, (target, result.stderr)
+        assert lines[0].startswith(f"{script}: config error: {option}: "), lines
+        assert expected in lines[0], lines
+        if before is not None:
+            assert sorted(os.listdir(target.parent)) == before  # nothing written, probe removed

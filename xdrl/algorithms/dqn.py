@@ -1,6 +1,12 @@
 """DQN: TorchRL's DQNLoss (its tensor-level forward LeanDQNLoss) on a QValueActor,
 epsilon-greedy exploration, replay buffer and target network.
 
+Evaluation plays the greedy action under deterministic exploration (``eval/deterministic``,
+``xdrl-eval``'s default) and epsilon-greedy with a fixed ``eval_epsilon`` under random exploration
+(``eval/stochastic``, ``xdrl-eval --stochastic``): a Q-network has no distribution to sample, so
+without an epsilon "stochastic" would be greedy again. 0.05 is the evaluation epsilon of Mnih et
+al. 2015 (Nature DQN); Dopamine's Rainbow evaluates at 0.001.
+
 With ``q_cells: []``, ``q_bias: false`` and a one-hot observation
 (``env.observation_encoding: one_hot``) the Q-network is a table (one weight per state and
 action, nothing shared between states); ``q_init`` starts it optimistic, ``loss_reduction: sum``
@@ -14,9 +20,11 @@ from collections.abc import Sequence
 from typing import Literal
 
 import torch
+from tensordict.nn import TensorDictSequential
 from torch import nn
+from torchrl.data import TensorSpec
 from torchrl.envs import LineariseRewards
-from torchrl.modules import QValueActor
+from torchrl.modules import EGreedyModule, QValueActor
 
 from xdrl.algorithms.common import (
     AlgorithmParts,
@@ -75,6 +83,7 @@ def build(
     eps_init: Fraction = 1.0,
     eps_end: Fraction = 0.05,
     eps_annealing_frames: NonNegativeInt = 10_000,
+    eval_epsilon: Fraction = 0.05,
     target_update: Literal["hard", "soft"] = "hard",
     tau: OpenFraction = 0.005,
     hard_update_interval: PositiveInt = 10,
@@ -85,7 +94,8 @@ def build(
     ``total_frames`` (supplied by xdrl) sizes ``buffer_size: all``. ``q_init`` sets every
     Q-value at the start (see :func:`initialize_q`); ``auto`` takes ``q_init_bound`` (an upper
     bound of each objective's return, e.g. the env's ideal point) scalarized with the env's
-    reward weights, an optimistic start.
+    reward weights, an optimistic start. ``eval_epsilon`` is the exploration of the evaluation
+    policy under random exploration (see the module docstring).
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
@@ -123,7 +133,9 @@ def build(
     return off_policy_parts(
         loss,
         policy=EpsilonGreedyQPolicy(actor, greedy),
-        eval_policy=actor,
+        eval_policy=evaluation_policy(
+            actor, env.full_action_spec_unbatched["action"], float(eval_epsilon)
+        ),
         updater=updater,
         frames_per_batch=frames_per_batch,
         utd=utd,
@@ -134,6 +146,15 @@ def build(
         value_gamma=float(gamma),
         frame_stack=stacked_frames(env) if torso is not None else None,
     )
+
+
+def evaluation_policy(
+    actor: QValueActor, action_spec: TensorSpec, epsilon: float
+) -> TensorDictSequential:
+    """``actor`` then TorchRL's ``EGreedyModule`` at a fixed ``epsilon``: greedy under
+    deterministic exploration, epsilon-greedy under random exploration."""
+    fixed = EGreedyModule(action_spec, eps_init=epsilon, eps_end=epsilon, annealing_num_steps=1)
+    return TensorDictSequential(actor, fixed)
 
 
 def _capacity(buffer_size: int | str, total_frames: int | None) -> int:

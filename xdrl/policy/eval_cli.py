@@ -9,15 +9,20 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 PROG = "xdrl-eval"
 DESCRIPTION = """Rebuild a run's env and policy from its own config, load a checkpoint and play
---episodes deterministic episodes (one per env, stepped together, with the evaluation code the
-training hooks use). Env keys can be overridden the Hydra way, e.g. env.max_episode_steps=1000
-or env.reward_weights=[0.2,0.8]."""
+--episodes episodes (one per env, stepped together, with the evaluation code the training hooks
+use), deterministic or stochastic as the run's eval.deterministic says unless --deterministic or
+--stochastic is given. Value-based policies (DQN) play greedy when deterministic and
+epsilon-greedy at algorithm.build.eval_epsilon when stochastic. Env and eval keys can be
+overridden the Hydra way, anywhere on the line, e.g. env.max_episode_steps=1000 or
+env.reward_weights=[0.2,0.8]."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,15 +35,32 @@ def _parser() -> argparse.ArgumentParser:
         "--checkpoint", default="last", help="last (default), best, a frame count, or a path"
     )
     parser.add_argument("--episodes", default="20", help="episodes to play (default 20)")
-    parser.add_argument(
-        "--stochastic", action="store_true", help="sample actions instead of the policy's mode"
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--deterministic",
+        dest="mode",
+        action="store_const",
+        const="deterministic",
+        help="play the policy's mode (greedy for DQN) whatever the run's eval.deterministic",
+    )
+    mode.add_argument(
+        "--stochastic",
+        dest="mode",
+        action="store_const",
+        const="stochastic",
+        help="sample actions (DQN: epsilon-greedy at algorithm.build.eval_epsilon) whatever the "
+        "run's eval.deterministic",
     )
     parser.add_argument(
         "--seed", default=None, help="seed of the first env (default: the run's eval seed)"
     )
     parser.add_argument("--json", default=None, metavar="FILE", help="write the results here")
     parser.add_argument(
-        "--video", default=None, metavar="FILE.mp4", help="record the first episode (video extra)"
+        "--video",
+        default=None,
+        metavar="FILE.mp4",
+        help="record every episode, one after another, into one mp4 (video extra; with "
+        "env.batching=parallel only the first)",
     )
     return parser
 
@@ -56,10 +78,33 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return f"config error: --seed: must be an integer, got {args.seed!r}"
     for option in ("json", "video"):
         target = getattr(args, option)
-        if target is not None and not Path(target).expanduser().parent.is_dir():
-            return f"config error: --{option}: the folder of {target} does not exist; create it"
+        problem = unwritable(f"--{option}", target) if target is not None else None
+        if problem is not None:
+            return problem
     if args.video is not None and importlib.util.find_spec("imageio_ffmpeg") is None:
         return "config error: --video: needs the video extra; pip install 'xdrl[video]'"
+    return None
+
+
+def unwritable(option: str, target: str | Path) -> str | None:
+    """Why ``target`` cannot be written (its folder missing, not a folder, or refusing a new
+    file), as a config-error line; None if it can. Tried with a temporary file that is removed at
+    once: permission bits alone do not tell (root ignores them; read-only mounts)."""
+    path = Path(target).expanduser()
+    folder = path.parent
+    if path.is_dir():
+        return f"config error: {option}: {target} is a folder; name a file"
+    if folder.exists() and not folder.is_dir():
+        return f"config error: {option}: {folder} is a file, not a folder; pick another file"
+    if not folder.is_dir():
+        return f"config error: {option}: the folder of {target} does not exist; create it"
+    try:
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".xdrl-write-check-")
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        return f"config error: {option}: cannot write into {folder} ({reason}); pick another file"
+    os.close(handle)
+    os.unlink(probe)
     return None
 
 
@@ -79,8 +124,11 @@ def _table(record: dict[str, Any]) -> str:
 
 def _summary(record: dict[str, Any]) -> str:
     mode = "deterministic" if record["deterministic"] else "stochastic"
+    if "epsilon" in record:
+        mode += f" (epsilon {record['epsilon']:g})" if record["epsilon"] else " (greedy)"
     line = (
-        f"{record['episodes']} {mode} episodes at {record['frames']:,} frames "
+        f"{record['episodes']} {mode} episodes ({record['mode_from']}) at "
+        f"{record['frames']:,} frames "
         f"({Path(record['checkpoint']).name}): return {record['return_mean']:.4g} "
         f"+/- {record['return_std']:.4g}, length {sum(record['lengths']) / record['episodes']:.1f}"
     )
@@ -90,9 +138,17 @@ def _summary(record: dict[str, Any]) -> str:
     return line
 
 
+def _mode(flag: str | None, config: dict[str, Any]) -> tuple[bool, str]:
+    """Deterministic or not, and why: the flag, else the run's ``eval.deterministic``."""
+    if flag is not None:
+        return flag == "deterministic", f"--{flag}"
+    run_setting = bool(config["eval"]["deterministic"])
+    return run_setting, f"the run's eval.deterministic={str(run_setting).lower()}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; exit 2 with one line on bad input (nothing written)."""
-    args = _parser().parse_args(argv)
+    args = _parser().parse_intermixed_args(argv)
     problem = _check_args(args)
     if problem is not None:
         return _fail(problem)
@@ -112,14 +168,19 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ConfigError as err:
         return _fail(f"config error: {err}")
+    deterministic, mode_from = _mode(args.mode, policy.config)
     try:
-        record = evaluate(policy, deterministic=not args.stochastic, video=args.video)
+        record = evaluate(policy, deterministic=deterministic, video=args.video)
     finally:
         policy.close()
+    record["mode_from"] = mode_from
     print(_summary(record))
     print(_table(record))
     if args.json is not None:
-        Path(args.json).expanduser().write_text(json.dumps(record, indent=2) + "\n")
+        try:
+            Path(args.json).expanduser().write_text(json.dumps(record, indent=2) + "\n")
+        except OSError as err:  # writable when checked, not any more
+            return _fail(f"config error: --json: cannot write {args.json} ({err.strerror})")
     return 0
 
 

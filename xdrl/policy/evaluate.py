@@ -7,6 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+from torchrl.modules import EGreedyModule
+
 from xdrl.policy.loading import LoadedPolicy
 from xdrl.trainer_hooks.logging.evaluation_metrics import episodes, evaluation_rollout
 
@@ -23,7 +26,8 @@ def evaluate(
     ``max_steps``: step cap (None: the run's ``eval.max_steps``). ``video``: an mp4 of every
     episode, one after another (the env must be built with ``render=True``; with
     ``env.batching=parallel`` the sub-envs live in other processes and only the first episode
-    is recorded).
+    is recorded). A value-based policy's record states its ``epsilon``: 0 (greedy) when
+    deterministic, its evaluation epsilon (DQN's ``algorithm.build.eval_epsilon``) when not.
     """
     from xdrl.env_state import gym_envs
     from xdrl.trainer_hooks.logging.video import EpisodesRecorder, FrameRecorder, write_mp4
@@ -51,6 +55,7 @@ def evaluate(
         "frames": policy.frames,
         "episodes": len(returns),
         "deterministic": deterministic,
+        **_epsilon(policy.module, deterministic),
         "return_mean": float(found.returns.mean()),
         "return_std": float(found.returns.std(unbiased=False)),
         "returns": returns,
@@ -64,3 +69,19 @@ def evaluate(
         fps = int(policy.config["eval"].get("video_fps", 30))
         record["video"] = str(write_mp4(recorder.frames, video, fps))
     return record
+
+
+def evaluation_epsilon(policy: torch.nn.Module) -> float | None:
+    """The epsilon of the ``EGreedyModule`` inside an evaluation policy, to float32's 7 digits
+    (None: no epsilon-greedy module, e.g. a policy that samples from a distribution)."""
+    for module in policy.modules():
+        if isinstance(module, EGreedyModule):
+            return float(f"{float(module.eps):.7g}")
+    return None
+
+
+def _epsilon(module: torch.nn.Module, deterministic: bool) -> dict[str, float]:
+    epsilon = evaluation_epsilon(module)
+    if epsilon is None:
+        return {}
+    return {"epsilon": 0.0 if deterministic else epsilon}

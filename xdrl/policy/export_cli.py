@@ -11,6 +11,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from xdrl.policy.eval_cli import unwritable
+
 PROG = "xdrl-export"
 FORMATS = ("onnx", "pt2", "torchscript")
 EXPORT_EXTRA = ("onnx", "onnxruntime", "onnxscript")
@@ -48,8 +50,8 @@ def _check_args(args: argparse.Namespace) -> str | None:
             f"config error: --format: onnx needs {', '.join(missing)} (onnxruntime checks the "
             "file); pip install 'xdrl[export]'"
         )
-    if args.out is not None and not Path(args.out).expanduser().parent.is_dir():
-        return f"config error: --out: the folder of {args.out} does not exist; create it"
+    if args.out is not None:
+        return unwritable("--out", args.out)
     return None
 
 
@@ -69,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         return _fail(f"config error: {err}")
     out = Path(args.out).expanduser() if args.out else policy.run_dir / f"policy.{args.format}"
+    problem = unwritable("--out", out) if args.out is None else None  # the default, in RUN_DIR
+    if problem is not None:
+        policy.close()
+        return _fail(problem)
     try:
         checked = export_policy(policy, args.format, out)
     except ExportError as err:

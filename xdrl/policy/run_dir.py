@@ -3,6 +3,7 @@ or a path means, and the config it was written under."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -125,8 +126,36 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
         if OmegaConf.select(merged, key, default="__missing__") == "__missing__":
             raise ConfigError(key, f"no such key in the run's config (override {item!r})")
         merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([item]))
+        check_override(merged, key)
     out = OmegaConf.to_container(merged, resolve=True)
     return {str(k): v for k, v in out.items()} if isinstance(out, dict) else {}
+
+
+def check_override(config: Any, key: str) -> None:
+    """The overridden ``env.*`` / ``eval.*`` value in ``config`` (an OmegaConf node) checked as
+    ``xdrl-train`` checks it (:func:`xdrl.config_check.check_value` against the env factory's
+    signature or the eval settings class); a nested key checks its top-level key's value."""
+    from omegaconf import OmegaConf
+
+    from xdrl.config_check import FROM_DEFAULTS, SETTINGS, check_value, read_signature
+
+    group, _, rest = key.partition(".")
+    name = rest.partition(".")[0]
+    top = f"{group}.{name}"
+    node = OmegaConf.select(config, group)
+    target = str(node["_target_"]) if "_target_" in node else SETTINGS.get(group, "")
+    read = read_signature(target)
+    if read is None or name not in read[0]:
+        return  # not a parameter there: instantiation names the key
+    param = read[0][name]
+    value = OmegaConf.select(config, top)
+    if OmegaConf.is_config(value):
+        value = OmegaConf.to_container(value, resolve=True)
+    if group == "eval":
+        example: Any = FROM_DEFAULTS
+    else:
+        example = None if param.default is inspect.Parameter.empty else param.default
+    check_value(top, value, param.annotation, example)
 
 
 def checkpoint_sequence(run_dir: Path, checkpoint: Path) -> list[Path]:

@@ -159,15 +159,30 @@ class FrameReplayBuffer:
         )
 
     def state_dict(self) -> dict[str, Any]:
+        """The ring's position and its written rows only (``filled`` of ``rows``: until the ring
+        wraps, rows ``[0, filled)``), copied: a checkpoint grows with what was collected, not
+        with the capacity (a 100,000-transition buffer is ~1.4 GB full)."""
+        data = self.data
+        if self.filled < self.rows:
+            data = {key: value[: self.filled].clone() for key, value in data.items()}
         return {
             "cursor": self.cursor,
             "filled": self.filled,
             "rows": self.rows,
-            "data": dict(self.data),
+            "data": dict(data),
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s rows into a ring of ``rows`` rows (a state saved whole,
+        as before, loads as it is)."""
         self.cursor = int(state_dict["cursor"])
         self.filled = int(state_dict["filled"])
         self.rows = int(state_dict["rows"])
-        self.data = {key: torch.as_tensor(value) for key, value in state_dict["data"].items()}
+        self.data = {}
+        for key, value in state_dict["data"].items():
+            saved = torch.as_tensor(value)
+            if saved.shape[0] < self.rows:
+                ring = torch.zeros(self.rows, *saved.shape[1:], dtype=saved.dtype)
+                ring[: saved.shape[0]] = saved
+                saved = ring
+            self.data[key] = saved

@@ -8,13 +8,12 @@ from typing import Any
 
 import torch
 from tensordict import NestedKey
-from torchrl.data import LazyTensorStorage
 from torchrl.objectives import HardUpdate, SoftUpdate
 from torchrl.trainers import ReplayBufferTrainer, TargetNetUpdaterHook, Trainer, TrainerHookBase
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.frame_replay import FrameReplayBuffer
-from xdrl.algorithms.replay import LeanReplayBuffer
+from xdrl.algorithms.replay import FilledTensorStorage, LeanReplayBuffer
 from xdrl.errors import ConfigError
 
 KEY = "algorithm.build"
@@ -24,13 +23,14 @@ def replay_buffer(
     buffer_size: int, batch_size: int, keys: Sequence[NestedKey] | None = None
 ) -> ReplayBufferTrainer:
     """A uniform replay buffer of ``buffer_size`` transitions, sampled ``batch_size`` at a time,
-    storing only ``keys`` when given (the loss's ``in_keys``)."""
+    storing only ``keys`` when given (the loss's ``in_keys``); a checkpoint holds its filled
+    rows, not its capacity (:class:`FilledTensorStorage`)."""
     if batch_size > buffer_size:
         raise ConfigError(
             f"{KEY}.batch_size", f"must be in [1, buffer_size={buffer_size}], got {batch_size}"
         )
     buffer = LeanReplayBuffer(
-        storage=LazyTensorStorage(buffer_size), batch_size=batch_size, keys=keys
+        storage=FilledTensorStorage(buffer_size), batch_size=batch_size, keys=keys
     )
     return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
 

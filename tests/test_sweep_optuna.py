@@ -9,10 +9,17 @@ import json
 import sqlite3
 from pathlib import Path
 
+import optuna
 import pytest
 import yaml
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.trial import TrialState
 
-from tests.conftest import STOPPABLE_JOB, ctrl_c_when, run_cli
+from hydra_plugins.xdrl_optuna.optuna_sweeper import OptunaSweeper
+from tests.conftest import STOPPABLE_JOB, ctrl_c_when, run_cli, run_script
 from tests.test_sweeps import TINY
 
 OBJECTIVE = "eval/deterministic/reward/episode_reward_mean"
@@ -62,7 +69,7 @@ def test_an_invalid_sample_fails_its_trial_only_and_the_study_continues(tmp_path
     assert results["best_trial"] == int(good)
     assert results["best_value"] == good_summary["eval"][OBJECTIVE]
     assert results["best_params"]["algorithm.build.epochs"] == 1
-    assert results["trials"] == {"complete": 1, "fail": 1, "running": 0}
+    assert results["trials"] == {"complete": 1, "fail": 1, "running": 0, "duplicate": 0}
     table = json.loads((sweep_dir / "sweep_summary.json").read_text())
     assert [j["status"] for j in table["jobs"]] == [
         "failed" if str(j["num"]) == bad else "completed" for j in table["jobs"]
@@ -133,7 +140,7 @@ def test_a_trial_stopped_by_ctrl_c_resumes_in_its_folder_when_the_command_runs_a
     assert stopped["status"] == "interrupted"
     assert _trials(sweep_dir / "optuna.db") == [(0, "RUNNING")]  # no trial 1 was started
     results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
-    assert results["trials"] == {"complete": 0, "fail": 0, "running": 1}
+    assert results["trials"] == {"complete": 0, "fail": 0, "running": 1, "duplicate": 0}
 
     budget = (stopped["total_frames"] // 256 + 1) * 256
     result = run_cli([*base, f"total_frames={budget}"], cwd=tmp_path)
@@ -142,3 +149,115 @@ def test_a_trial_stopped_by_ctrl_c_resumes_in_its_folder_when_the_command_runs_a
     resumed = json.loads((sweep_dir / "0" / "summary.json").read_text())
     assert resumed["status"] == "completed" and resumed["total_frames"] == budget
     assert Path(resumed["resumed_from"]).name == f"checkpoint-{stopped['total_frames']:012d}"
+
+
+# ---------------------------------------------------------------------------------------------
+# A continued study never re-samples what it measured
+# ---------------------------------------------------------------------------------------------
+
+
+def _params(db: Path) -> dict[int, tuple[tuple[str, float], ...]]:
+    """Each trial's parameters, from the study's SQLite file, read without Optuna."""
+    with sqlite3.connect(db) as con:
+        rows = con.execute(
+            "SELECT t.number, p.param_name, p.param_value FROM trials t"
+            " JOIN trial_params p ON p.trial_id = t.trial_id ORDER BY t.number, p.param_name"
+        ).fetchall()
+    out: dict[int, list[tuple[str, float]]] = {}
+    for number, name, value in rows:
+        out.setdefault(number, []).append((name, value))
+    return {n: tuple(p) for n, p in out.items()}
+
+
+def test_a_study_continued_by_the_same_command_samples_no_configuration_twice(
+    tmp_path: Path,
+) -> None:
+    """Two commands with n_trials 2 then 4 leave the state a Ctrl-C after two trials leaves.
+    The preset's TPE (seed 0, 5 random start-up trials) rebuilt with its seed used to give
+    trials 2 and 3 exactly trial 0's and 1's parameters, and the report one group of two
+    "seeds 0,0"."""
+    sweep_dir = tmp_path / "sweep"
+    base = ["-m", "hparams_search=ppo_cartpole", *TINY, "num_threads=1"]
+    for n_trials in (2, 4):
+        args = [*base, f"hydra.sweeper.n_trials={n_trials}", f"hydra.sweep.dir={sweep_dir}"]
+        result = run_cli(args, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert _trials(sweep_dir / "optuna.db") == [(n, "COMPLETE") for n in range(4)]
+    params = _params(sweep_dir / "optuna.db")
+    assert len(set(params.values())) == 4, params
+    assert {name for p in params.values() for name, _ in p} == {
+        "algorithm.optimizer.lr",
+        "algorithm.build.clip_epsilon",
+        "algorithm.build.entropy_coef",
+    }
+
+    report = run_script("xdrl-report", [str(sweep_dir)], cwd=tmp_path)
+    assert report.returncode == 0, report.stderr[-3000:]
+    groups = json.loads((sweep_dir / "report" / "report.json").read_text())["groups"]
+    assert [g["runs"] for g in groups] == [1, 1, 1, 1]
+
+
+class _CountingLauncher:
+    """Stands in for Hydra's launcher: records each job's overrides; objective = job index."""
+
+    def __init__(self) -> None:
+        self.jobs: list[list[str]] = []
+
+    def launch(self, jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
+        self.jobs += jobs
+        return [
+            JobReturn(status=JobStatus.COMPLETED, _return_value=float(initial_job_idx + i))
+            for i in range(len(jobs))
+        ]
+
+
+def _sweeper(sampler: dict, n_trials: int) -> OptunaSweeper:
+    """The sweeper as Hydra builds it (the sampler instantiated with it), with a fake launcher."""
+    sweeper = OptunaSweeper(sampler=instantiate(sampler), n_trials=n_trials, n_jobs=2)
+    sweeper.config = OmegaConf.create(
+        {"hydra": {"job": {"name": "study"}, "sweeper": {"sampler": sampler}}}
+    )
+    sweeper.launcher = _CountingLauncher()
+    return sweeper
+
+
+def test_a_repeated_configuration_is_not_launched_and_a_measured_space_ends_the_sweep(
+    tmp_path: Path,
+) -> None:
+    """Three configurations, eight trials asked for: each runs once, repeats are told FAIL with
+    the trial they repeat and do not count toward n_trials."""
+    space = {"epochs": CategoricalDistribution([1, 2, 3])}
+    sweeper = _sweeper({"_target_": "optuna.samplers.RandomSampler", "seed": 0}, 8)
+    study = sweeper._study(tmp_path)
+    sweeper._run(study, space, [], tmp_path)
+    launched = sweeper.launcher.jobs
+    assert sorted(launched) == [["epochs=1"], ["epochs=2"], ["epochs=3"]]
+    trials = study.get_trials()
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    repeats = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(complete) == 3 and len(complete) + len(repeats) == len(trials)
+    first = {t.params["epochs"]: t.number for t in complete}
+    assert repeats, "RandomSampler(seed=0) over 3 values repeats one within 3 asks"
+    assert all(t.user_attrs["duplicate_of"] == first[t.params["epochs"]] for t in repeats)
+    results = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
+    assert results["trials"] == {"complete": 3, "fail": 0, "running": 0, "duplicate": len(repeats)}
+
+
+def test_a_continued_seeded_study_draws_new_values_and_a_fresh_one_keeps_its_seed(
+    tmp_path: Path,
+) -> None:
+    """Two commands over one SQLite study: the second sampler does not replay the first's
+    draws; a fresh study with the same seed asks what a plain seeded sampler asks."""
+    space = {"lr": FloatDistribution(1e-4, 1e-2, log=True)}
+    sampler = {"_target_": "optuna.samplers.TPESampler", "seed": 7, "n_startup_trials": 10}
+    for n_trials in (2, 4):
+        sweeper = _sweeper(sampler, n_trials)
+        sweeper._run(sweeper._study(tmp_path), space, [], tmp_path)
+    second = [float(job[0].split("=")[1]) for job in sweeper.launcher.jobs]
+    study = optuna.load_study(study_name="study", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    lrs = [t.params["lr"] for t in study.get_trials()]
+    assert len(lrs) == 4 and len(set(lrs)) == 4
+    assert second == lrs[2:]
+
+    plain = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=7, n_startup_trials=10))
+    assert lrs[:2] == [plain.ask(space).params["lr"] for _ in range(2)]

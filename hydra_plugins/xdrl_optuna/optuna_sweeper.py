@@ -12,6 +12,9 @@ ask-and-tell loop:
 - the study lives in SQLite under the sweep dir (``optuna.db``), so the same command continues
   it: finished trials count toward ``n_trials``, and trials left running (Ctrl-C, a killed
   sweep) run again in their own job folders, which resume from their checkpoints;
+- a continued study never re-samples what it measured: a seeded sampler continues from a seed
+  derived from the study's length (:func:`continued_seed`), and a configuration a trial already
+  holds is not launched again (the ask is told FAIL with ``duplicate_of``, the next one tried);
 - the best trial so far is written to ``<sweep dir>/optimization_results.yaml`` after each batch.
 
 Loaded by Hydra at start-up: Optuna is imported only when the sweep starts.
@@ -49,6 +52,26 @@ from xdrl.sweep_stop import sweep_interrupted
 log = logging.getLogger(__name__)
 
 STUDY_FILE = "optuna.db"
+DUPLICATE_ATTR = "duplicate_of"  # user attribute of an ask that repeated a trial's configuration
+MAX_DUPLICATE_ASKS = 20  # repeats in a row after which the sampler is taken to be stuck
+
+
+def continued_seed(seed: int, trials: int) -> int:
+    """The sampler's seed for a study that already holds ``trials`` trials.
+
+    A sampler rebuilt with its configured seed replays its first draws, so a study continued
+    after Ctrl-C used to re-run trials 0, 1, ... with their exact parameters. A fresh study
+    (``trials == 0``) keeps the seed as given, so one command stays reproducible as before; a
+    continued one draws from a seed mixed from both numbers by NumPy's ``SeedSequence``, which
+    depends only on the study itself: the same commands give the same trials, no sampler state
+    has to be kept beside the study (Optuna's pickled-sampler recipe would tie the sweep dir to
+    the Optuna version and to the sampler's settings), and a changed sampler config is honoured.
+    """
+    import numpy as np
+
+    if trials == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, trials]).generate_state(1)[0])
 
 
 def distribution(key: str, override: Override) -> Any:
@@ -240,25 +263,42 @@ class OptunaSweeper(Sweeper):
 
     def _study(self, sweep_dir: Path) -> Any:
         import optuna
-        from hydra.utils import instantiate
 
         assert self.config is not None
         storage = self.storage or f"sqlite:///{(sweep_dir / STUDY_FILE).resolve()}"
         name = self.study_name or str(self.config.hydra.job.name)
-        sampler = self.sampler_config  # Hydra instantiates it with the sweeper, recursively
-        if isinstance(sampler, DictConfig | dict):
-            sampler = instantiate(sampler)
         study = optuna.create_study(
             study_name=name,
             storage=storage,
-            sampler=sampler,
+            sampler=optuna.samplers.RandomSampler(),  # replaced below, once the length is known
             direction=self.direction,  # type: ignore[arg-type]  # checked in sweep()
             load_if_exists=True,
         )
+        study.sampler = self._sampler(len(study.get_trials(deepcopy=False)))
         finished = _finished(study)
         if finished:
             log.info("Study %s in %s: %d trials already finished", name, storage, finished)
         return study
+
+    def _sampler(self, trials: int) -> Any:
+        """The configured sampler; in a study that holds trials, a seeded one gets the seed
+        :func:`continued_seed` derives, so it does not replay the draws of earlier commands."""
+        from hydra.utils import instantiate
+
+        assert self.config is not None
+        node = self.config.hydra.sweeper.sampler
+        if not isinstance(node, DictConfig):  # no sampler config: Optuna's default (TPE)
+            return node
+        if trials == 0 or "seed" not in node or node.seed is None:
+            return instantiate(node)
+        seed = continued_seed(int(node.seed), trials)
+        log.info(
+            "The sampler continues with seed %d (seed %d, %d trials in the study)",
+            seed,
+            node.seed,
+            trials,
+        )
+        return instantiate(node, seed=seed)
 
     def _run(self, study: Any, space: dict[str, Any], fixed: list[str], sweep_dir: Path) -> None:
         """Trials left running by an earlier command first (their folders resume), then new ones
@@ -274,7 +314,11 @@ class OptunaSweeper(Sweeper):
                 return
         while _finished(study) < self.n_trials and not sweep_interrupted(sweep_dir):
             size = min(self.n_jobs, self.n_trials - _finished(study))
-            self._launch(study, [study.ask(space) for _ in range(size)], fixed, sweep_dir)
+            trials = _ask_unmeasured(study, space, size)
+            if not trials:
+                _write_results(study, sweep_dir)
+                return
+            self._launch(study, trials, fixed, sweep_dir)
 
     def _launch(self, study: Any, trials: list[Any], fixed: list[str], sweep_dir: Path) -> None:
         for start, group in _consecutive(trials):
@@ -283,6 +327,67 @@ class OptunaSweeper(Sweeper):
             for trial, ret in zip(group, returns, strict=True):
                 _tell(study, trial, ret)
         _write_results(study, sweep_dir)
+
+
+def _ask_unmeasured(study: Any, space: dict[str, Any], size: int) -> list[Any]:
+    """Up to ``size`` new trials whose parameters no complete or running trial holds.
+
+    Optuna has no sampler-independent guard against repeats (its FAQ checks the study's trials
+    in the objective). An ask that repeats one is told FAIL with ``duplicate_of`` (TPE ignores
+    failed trials) and not counted toward ``n_trials``; the next ask draws on. None: every
+    configuration of a finite space is measured, or the sampler repeated itself
+    ``MAX_DUPLICATE_ASKS`` times in a row."""
+    from optuna.trial import TrialState
+
+    held = {
+        _params_key(t.params): t.number
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+    }
+    trials: list[Any] = []
+    repeats = 0
+    while len(trials) < size and repeats < MAX_DUPLICATE_ASKS:
+        if len(held) >= _space_size(space):
+            log.warning("Every configuration of the search space was measured: sweep complete")
+            return trials
+        trial = study.ask(space)
+        key = _params_key(trial.params)
+        if key in held:
+            trial.set_user_attr(DUPLICATE_ATTR, held[key])
+            study.tell(trial.number, state=TrialState.FAIL)
+            log.info("Trial %d repeats trial %d: not launched", trial.number, held[key])
+            repeats += 1
+            continue
+        held[key] = trial.number
+        trials.append(trial)
+        repeats = 0
+    if not trials:
+        log.warning(
+            "The sampler proposed measured configurations %d times in a row: stopping the sweep;"
+            " widen the search space",
+            repeats,
+        )
+    return trials
+
+
+def _params_key(params: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(params.items()))
+
+
+def _space_size(space: dict[str, Any]) -> float:
+    """How many configurations the space holds (``inf`` with a float dimension)."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    size = 1.0
+    for dist in space.values():
+        if isinstance(dist, CategoricalDistribution):
+            size *= len(dist.choices)
+        elif isinstance(dist, IntDistribution) and not dist.log:
+            size *= (dist.high - dist.low) // dist.step + 1
+        elif isinstance(dist, IntDistribution):
+            size *= dist.high - dist.low + 1
+        else:
+            return math.inf
+    return size
 
 
 def _show(value: Any) -> str:
@@ -334,10 +439,12 @@ def _run_status(ret: JobReturn) -> str | None:
 
 
 def _finished(study: Any) -> int:
+    """Trials that count toward ``n_trials``: measured or failed, repeats never launched aside."""
     from optuna.trial import TrialState
 
     done = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
-    return len(study.get_trials(deepcopy=False, states=done))
+    trials = study.get_trials(deepcopy=False, states=done)
+    return sum(DUPLICATE_ATTR not in t.user_attrs for t in trials)
 
 
 def _best(study: Any) -> Any:
@@ -351,10 +458,14 @@ def _write_results(study: Any, sweep_dir: Path) -> None:
     from optuna.trial import TrialState
 
     best = _best(study)
+    trials = study.get_trials(deepcopy=False)
+    repeats = sum(DUPLICATE_ATTR in t.user_attrs for t in trials)
     counts = {
-        state.name.lower(): len(study.get_trials(deepcopy=False, states=(state,)))
+        state.name.lower(): sum(t.state == state for t in trials)
         for state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING)
     }
+    counts["fail"] -= repeats
+    counts["duplicate"] = repeats  # asks that repeated a trial's configuration: not launched
     results = {
         "name": study.study_name,
         "best_trial": best.number if best is not None else None,

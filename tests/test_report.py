@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +262,88 @@ def test_report_files_shape_and_plots(tmp_path: Path) -> None:
     _assert_pngs(out)
     md = (out / "report.md").read_text()
     assert f"xdrl-report {tmp_path}" in md and "![learning curves](curves.png)" in md
+
+
+# Long group names: an Optuna sweep's trials, three long floats each.
+LONG_OVERRIDES = [
+    [
+        f"algorithm.optimizer.lr={0.000123456789 * (g + 1)!r}",
+        f"algorithm.build.clip_epsilon={0.1 + 0.0123456789 * g!r}",
+        f"algorithm.build.entropy_coef={0.001234567891 * g!r}",
+    ]
+    for g in range(6)
+]
+
+
+def _texts_outside(fig: Any) -> list[str]:
+    """Every text drawn on ``fig`` that does not lie inside the figure (empty: all inside)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    texts = [*fig.texts]
+    for ax in fig.axes:
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label]
+        for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            ticks = zip(axis.get_ticklocs(), axis.get_ticklabels(), strict=True)
+            texts += [label for loc, label in ticks if low <= loc <= high]  # drawn ones
+        texts += ax.get_legend().get_texts() if ax.get_legend() else []
+    outside = []
+    for text in texts:
+        box = text.get_window_extent(renderer)
+        if text.get_text() and not (
+            box.x0 >= -1 and box.y0 >= -1 and box.x1 <= width + 1 and box.y1 <= height + 1
+        ):
+            outside.append(text.get_text())
+    return outside
+
+
+def test_long_group_names_become_tags_with_a_key_and_lay_out_without_warnings(
+    tmp_path: Path, capsys
+) -> None:
+    for g, overrides in enumerate(LONG_OVERRIDES):
+        for seed in (0, 1):
+            history = [(0, 10.0), (500, 20.0 + g + seed), (1000, 30.0 + g * seed)]
+            fake_run(tmp_path, f"{g}_{seed}", seed=seed, overrides=overrides, history=history)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "Tight layout not applied" included
+        report = _report(tmp_path)
+        from xdrl.report.plots import curves_figure, final_figure
+
+        figures = {
+            "curves": curves_figure(report["groups"], METRIC),
+            "final": final_figure(report["groups"], METRIC),
+        }
+    assert "Warning" not in capsys.readouterr().err
+    _assert_pngs(tmp_path / "report")
+    tags = [f"G{i + 1} (n=2)" for i in range(len(LONG_OVERRIDES))]
+    (final_ax,) = figures["final"].axes
+    assert [t.get_text() for t in final_ax.get_yticklabels()] == tags[::-1]  # best on top
+    (curves_ax,) = figures["curves"].axes
+    assert [t.get_text() for t in curves_ax.get_legend().get_texts()] == tags
+    for name, fig in figures.items():
+        assert _texts_outside(fig) == [], name
+        (key,) = fig.texts
+        lines = key.get_text().splitlines()
+        assert max(len(line) for line in lines) <= 88
+        entries = " ".join(lines).split("G")[1:]  # one entry per tag, wrapped lines joined
+        assert len(entries) == len(report["groups"])
+        for i, (entry, group) in enumerate(zip(entries, report["groups"], strict=True)):
+            assert entry.startswith(f"{i + 1}: ")
+            overrides = LONG_OVERRIDES[[" ".join(o) for o in LONG_OVERRIDES].index(group["name"])]
+            assert " ".join(entry.split()[1:]) == " ".join(overrides) + " (n=2)"
+
+
+def test_short_group_names_stay_on_the_axes(tmp_path: Path) -> None:
+    from xdrl.report.plots import curves_figure, final_figure
+
+    report = _report(sweep_of(tmp_path, {"ppo": WIDE[:3], "a2c": NARROW[:3]}))
+    final = final_figure(report["groups"], METRIC)
+    labels = [t.get_text() for t in final.axes[0].get_yticklabels()]
+    assert labels == ["algorithm=ppo (n=3)", "algorithm=a2c (n=3)"]  # a2c (about 50) on top
+    assert not final.texts and not curves_figure(report["groups"], METRIC).texts
 
 
 def test_out_dir_metric_and_errors(tmp_path: Path, monkeypatch, capsys) -> None:

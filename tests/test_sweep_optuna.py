@@ -16,7 +16,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution
-from optuna.trial import TrialState
+from optuna.trial import TrialState, create_trial
 
 from hydra_plugins.xdrl_optuna.optuna_sweeper import OptunaSweeper
 from tests.conftest import STOPPABLE_JOB, ctrl_c_when, run_cli, run_script
@@ -225,14 +225,17 @@ def test_a_repeated_configuration_is_not_launched_and_a_measured_space_ends_the_
     tmp_path: Path,
 ) -> None:
     """Three configurations, eight trials asked for: each runs once, repeats are told FAIL with
-    the trial they repeat and do not count toward n_trials."""
+    the trial they repeat and do not count toward n_trials. A trial of an earlier search space
+    (over another key) is not one of the three."""
     space = {"epochs": CategoricalDistribution([1, 2, 3])}
     sweeper = _sweeper({"_target_": "optuna.samplers.RandomSampler", "seed": 0}, 8)
     study = sweeper._study(tmp_path)
+    earlier = {"clip": FloatDistribution(0.1, 0.3)}
+    study.add_trial(create_trial(params={"clip": 0.2}, distributions=earlier, value=0.0))
     sweeper._run(study, space, [], tmp_path)
     launched = sweeper.launcher.jobs
     assert sorted(launched) == [["epochs=1"], ["epochs=2"], ["epochs=3"]]
-    trials = study.get_trials()
+    trials = study.get_trials()[1:]
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     repeats = [t for t in trials if t.state == TrialState.FAIL]
     assert len(complete) == 3 and len(complete) + len(repeats) == len(trials)
@@ -240,7 +243,7 @@ def test_a_repeated_configuration_is_not_launched_and_a_measured_space_ends_the_
     assert repeats, "RandomSampler(seed=0) over 3 values repeats one within 3 asks"
     assert all(t.user_attrs["duplicate_of"] == first[t.params["epochs"]] for t in repeats)
     results = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
-    assert results["trials"] == {"complete": 3, "fail": 0, "running": 0, "duplicate": len(repeats)}
+    assert results["trials"] == {"complete": 4, "fail": 0, "running": 0, "duplicate": len(repeats)}
 
 
 def test_a_continued_seeded_study_draws_new_values_and_a_fresh_one_keeps_its_seed(

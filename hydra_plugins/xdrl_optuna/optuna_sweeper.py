@@ -343,10 +343,12 @@ def _ask_unmeasured(study: Any, space: dict[str, Any], size: int) -> list[Any]:
         _params_key(t.params): t.number
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
     }
+    configurations = _space_size(space)
     trials: list[Any] = []
     repeats = 0
     while len(trials) < size and repeats < MAX_DUPLICATE_ASKS:
-        if len(held) >= _space_size(space):
+        measured = sum(_in_space(dict(k), space) for k in held) if configurations < math.inf else 0
+        if measured >= configurations:
             log.warning("Every configuration of the search space was measured: sweep complete")
             return trials
         trial = study.ask(space)
@@ -371,6 +373,26 @@ def _ask_unmeasured(study: Any, space: dict[str, Any], size: int) -> list[Any]:
 
 def _params_key(params: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(params.items()))
+
+
+def _in_space(params: dict[str, Any], space: dict[str, Any]) -> bool:
+    """Whether ``params`` is a point of ``space`` (a study continued with another space holds
+    trials that are not)."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if params.keys() != space.keys():
+        return False
+    for key, dist in space.items():
+        value = params[key]
+        if isinstance(dist, CategoricalDistribution):
+            inside = value in dist.choices
+        else:
+            inside = dist.low <= value <= dist.high
+            if isinstance(dist, IntDistribution) and not dist.log:
+                inside = inside and (value - dist.low) % dist.step == 0
+        if not inside:
+            return False
+    return True
 
 
 def _space_size(space: dict[str, Any]) -> float:

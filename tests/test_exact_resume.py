@@ -76,7 +76,7 @@ SAC = [
     "eval.interval_frames=256",
     "eval.episodes=2",
     "eval.max_steps=50",
-    "checkpoint.interval_frames=64",
+    "checkpoint.interval_frames=128",  # saves at 128, 256, ... (each multiple's batch)
 ]
 TRAINING = ("collection/", "train/")
 

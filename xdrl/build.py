@@ -320,6 +320,7 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
         checkpoint=checkpoint,
         checkpoint_rotation=rotation,
         checkpoint_metadata=_objective_metadata(cfg.objective, eval_set) if rotation else None,
+        # saves at each multiple's first batch, as evaluations: XdrlTrainer.save_trainer
         save_trainer_interval=cfg.checkpoint.interval_frames if checkpoint else cfg.total_frames,
     )
 

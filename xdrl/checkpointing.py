@@ -46,7 +46,7 @@ from xdrl.resume_check import (
     CONFIG_FILE,
     NEVER,
     config_changes,
-    refuse_shaping_changes,
+    refuse_resume_changes,
     saved_config,
 )
 
@@ -352,14 +352,15 @@ def check_before_resume(
     candidates: list[Path], config: Mapping[str, Any], total_frames: int
 ) -> None:
     """Before anything is built or written: refuse a resume whose config changed what shapes
-    the model (against the newest checkpoint with a readable config; :func:`restore` judges a
-    damaged one), and raise :class:`RunComplete` when the newest intact checkpoint has the
-    whole budget (verified here: a damaged final checkpoint leaves the tail to train again)."""
+    the model or the seed (against the newest checkpoint with a readable config;
+    :func:`restore` judges a damaged one), and raise :class:`RunComplete` when the newest intact
+    checkpoint has the whole budget (verified here: a damaged final checkpoint leaves the tail
+    to train again)."""
     for candidate in candidates:
         saved = saved_config(candidate)
         if saved is None:
             continue
-        refuse_shaping_changes(candidate, config_changes(saved, config))
+        refuse_resume_changes(candidate, config_changes(saved, config))
         match = CHECKPOINT_NAME.fullmatch(candidate.name)
         if match is None or int(match[1]) < total_frames:
             return
@@ -371,12 +372,12 @@ def check_before_resume(
 
 
 def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> None:
-    """Refuse a resume whose config changed what shapes the model, optimizer or env; log any
-    other change (the CLI keeps the run's earlier ``.hydra/`` config in ``.hydra/history`` once
-    the resume is accepted: :mod:`xdrl.job_record`)."""
+    """Refuse a resume whose config changed what shapes the model, optimizer or env, or the
+    seed; log any other change (the CLI keeps the run's earlier ``.hydra/`` config in
+    ``.hydra/history`` once the resume is accepted: :mod:`xdrl.job_record`)."""
     saved = yaml.safe_load((candidate / CONFIG_FILE).read_text()) or {}
     changes = config_changes(saved, config)
-    refuse_shaping_changes(candidate, changes)
+    refuse_resume_changes(candidate, changes)
     if changes:
         log.warning(
             "Resuming with a changed config (%s)",

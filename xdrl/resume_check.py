@@ -26,6 +26,9 @@ CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
 # optimizer (everything under algorithm), the environment, and the batch the algorithm was sized
 # for. Any other difference (total_frames, logging, eval, checkpoint, ...) resumes and is logged.
 SHAPING_PREFIXES = ("algorithm.", "env.", "frames_per_batch")
+# The seed is the run's record: a checkpoint holds that seed's RNG states, so a resume under
+# another seed would continue the old seed's streams while summary.json and .hydra/ named the new.
+SEED_KEY = "seed"
 # Keys that differ by nature between a run and its resume.
 IGNORED_KEYS = ("run_dir", "exp_name", "resume")
 EMPTY_DEFAULTS: tuple[Any, ...] = ([], {}, None)
@@ -46,8 +49,9 @@ def config_changes(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str
     }
 
 
-def refuse_shaping_changes(candidate: Path, changes: Mapping[str, tuple[Any, Any]]) -> None:
-    """Raise ``ConfigError`` (key ``resume``) naming each changed key that shapes the model."""
+def refuse_resume_changes(candidate: Path, changes: Mapping[str, tuple[Any, Any]]) -> None:
+    """Raise ``ConfigError`` naming each changed key that shapes the model (key ``resume``), or
+    a changed seed (key ``seed``: the run keeps the seed it was trained with)."""
     shaping = [k for k in changes if k.startswith(SHAPING_PREFIXES)]
     if shaping:
         diff = ", ".join(f"{k} {changes[k][0]!r} -> {changes[k][1]!r}" for k in shaping)
@@ -56,6 +60,14 @@ def refuse_shaping_changes(candidate: Path, changes: Mapping[str, tuple[Any, Any
             f"the config differs from the one {candidate} was written under in {diff}; "
             "to start afresh pass resume=never (earlier output moves to superseded/) or "
             "another hydra.run.dir",
+        )
+    if SEED_KEY in changes:
+        old, new = changes[SEED_KEY]
+        raise ConfigError(
+            SEED_KEY,
+            f"{new!r} differs from the seed {old!r} that {candidate} was trained with (a resume "
+            f"continues seed {old!r}'s random streams); pass seed={old} to continue that run, or "
+            f"another hydra.run.dir (or resume=never) to train seed {new!r}",
         )
 
 
@@ -83,10 +95,10 @@ def checkpoints_by_name(resume: str | None, run_dir: str | Path) -> list[Path]:
 
 
 def check_resume_config(config: Mapping[str, Any], resume: str | None, run_dir: str) -> None:
-    """Refuse (``ConfigError``) a config that changed what shapes the model against the newest
-    checkpoint with a readable config that the run would resume from."""
+    """Refuse (``ConfigError``) a config that changed what shapes the model, or the seed, against
+    the newest checkpoint with a readable config that the run would resume from."""
     for candidate in checkpoints_by_name(resume, run_dir):
         saved = saved_config(candidate)
         if saved is not None:
-            refuse_shaping_changes(candidate, config_changes(saved, config))
+            refuse_resume_changes(candidate, config_changes(saved, config))
             return

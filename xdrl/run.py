@@ -155,7 +155,7 @@ def _run(
                 run_.hook_set.run_pre_eval()
             segment.train_start = time.perf_counter()
             trainer.train()
-        status = "interrupted" if stop.interrupted else "stopped" if stop.signal else "completed"
+        status = _final_status(stop, trainer)
     except KeyboardInterrupt:
         status, error = "interrupted", "aborted by a second Ctrl-C; no checkpoint at the stop"
         raise
@@ -174,8 +174,16 @@ def _run(
         eval_metrics = segment.eval_metrics()
         frames = int(trainer.collected_frames)
         summary = segment.summary(status, error, eval_metrics)
+        if status == "completed" and stop.signal:
+            summary["signal"] = stop.signal  # arrived in the last iteration: nothing left to stop
         _close(cfg.run_dir, run_, summary, log_model=cfg.logging.log_model)
-    if stop.interrupted:
+    if status == "completed" and stop.signal:
+        print(
+            f"xdrl-train: {stop.signal} arrived in the last iteration: {cfg.run_dir} trained its "
+            f"whole budget ({frames:,} frames) and is complete",
+            file=sys.stderr,
+        )
+    elif stop.interrupted:
         saved = (
             "checkpoint and logs written; run the same command again to continue"
             if cfg.checkpoint.enabled
@@ -190,6 +198,15 @@ def _run(
     if eval_metrics:
         log.info("Final evaluation: %s", json.dumps(eval_metrics, sort_keys=True))
     return float(objective) if objective is not None else None
+
+
+def _final_status(stop: _StopRequest, trainer: Any) -> str:
+    """``completed`` once the whole budget is trained, whatever signal arrived during the last
+    iteration (the Trainer has already evaluated and checkpointed it as the end); else
+    ``interrupted`` (Ctrl-C) or ``stopped`` (SIGTERM, SIGUSR2)."""
+    if trainer.collected_frames >= trainer.total_frames:
+        return "completed"
+    return "interrupted" if stop.interrupted else "stopped" if stop.signal else "completed"
 
 
 class _Segment:

@@ -62,6 +62,21 @@ class XdrlTrainer(Trainer):
         ...                       optimizer=adam, optimization_stepper=stepper)
     """
 
+    _last_save: int  # Trainer.__new__ sets it; the frames of the last scheduled save
+
+    def save_trainer(self, force_save: bool = False) -> None:
+        """Checkpoint at the first batch at or past each multiple of ``save_trainer_interval``
+        (the evaluation schedule's rule, on the same frame counter), and when forced.
+
+        TorchRL saves when ``frames - last_save > interval`` (strict): an interval of 2048 with
+        1024-frame batches saved at 3072, 6144, ..., never beside an evaluation at 2048, 4096."""
+        interval = self.save_trainer_interval
+        due = self.collected_frames // interval > self._last_save // interval
+        if due:
+            self._last_save = self.collected_frames
+        if due or force_save:
+            super().save_trainer(force_save=True)
+
     def optim_steps(self, batch: TensorDictBase) -> None:
         """One batch's optimization: ``num_epochs`` x ``optim_steps_per_batch`` stepper steps."""
         if self.optimization_stepper is None:

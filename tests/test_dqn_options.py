@@ -117,7 +117,7 @@ def test_buffer_all_keeps_every_frame_of_the_run() -> None:
     env.close()
 
 
-@pytest.mark.parametrize(("eval_epsilon", "rate"), [(0.3, 0.3 * 2 / 3), (0.0, 0.0)])
+@pytest.mark.parametrize(("eval_epsilon", "rate"), [(0.3, 0.2), (0.0, 0.0)])
 def test_evaluation_policy_is_greedy_deterministic_and_epsilon_greedy_random(
     eval_epsilon: float, rate: float
 ) -> None:

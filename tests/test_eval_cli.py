@@ -6,6 +6,7 @@ a flag says otherwise, and a stochastic DQN evaluation is epsilon-greedy at the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ import torch
 from torchrl.checkpoint import Checkpoint
 
 from tests.conftest import read_summary, run_cli, run_script
-from xdrl.checkpointing import BEST_METRIC, BestRotation
+from xdrl.checkpointing import BEST_METRIC, CONFIG_FILE, BestRotation
 
 
 @pytest.fixture(scope="module")
@@ -354,3 +355,25 @@ def test_unwritable_output_one_line_exit_2(
         assert expected in lines[0], lines
         if before is not None:
             assert sorted(os.listdir(target.parent)) == before  # nothing written, probe removed
+
+
+def test_a_run_saved_without_eval_epsilon_evaluates_at_the_default(
+    dqn_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = tmp_path / "old"
+    shutil.copytree(dqn_run, old)
+    configs = [old / ".hydra" / "config.yaml", *old.glob("checkpoints/*/" + CONFIG_FILE)]
+    for config in configs:
+        text = config.read_text()
+        assert "eval_epsilon: 0.05" in text
+        config.write_text("".join(ln for ln in text.splitlines(True) if "eval_epsilon" not in ln))
+        sums = config.parent / "checksums.json"  # as the run would have saved it then
+        if sums.is_file():
+            recorded = json.loads(sums.read_text())
+            data = config.read_bytes()
+            recorded["files"][CONFIG_FILE] = [len(data), hashlib.sha256(data).hexdigest()]
+            sums.write_text(json.dumps(recorded))
+    out = tmp_path / "old.json"
+    code, stderr = _eval_in_process(capsys, str(old), "--episodes", "2", "--json", str(out))
+    assert code == 0, stderr
+    assert json.loads(out.read_text())["epsilon"] == 0.05  # build's default

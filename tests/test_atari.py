@@ -410,3 +410,75 @@ def test_dqn_tensor_path_on_frames_is_its_tensordict_forward(explore: bool) -> N
         assert value.shape == slow[key].shape and value.dtype == slow[key].dtype, key
         torch.testing.assert_close(value, slow[key], rtol=0, atol=1e-6, msg=key)
     env.close()
+
+
+def _noop_game(env_id: str, cap: int) -> tuple[int, bool, list[tuple[int, int]]]:
+    """One evaluation game of a policy that always plays NOOP (an untrained net that never
+    presses FIRE): the agent steps it took (at most ``cap``), whether it ended, and every
+    emulator action with the lives left after it."""
+    env = make_atari_env(env_id, num_envs=1, evaluation=True, max_episode_steps=27_000)
+    base = env.base_env
+    inner = base.envs[0].unwrapped
+    emulator: list[tuple[int, int]] = []
+    step = inner.step
+
+    def logged(action: int) -> object:
+        out = step(action)
+        emulator.append((int(action), int(inner.ale.lives())))
+        return out
+
+    inner.step = logged
+    base.reset_numpy(seed=0)
+    for steps in range(1, cap + 1):
+        _obs, _reward, terminated, truncated = base.step_numpy(np.array([0]))
+        if terminated[0, 0] or truncated[0, 0]:
+            env.close()
+            return steps, bool(terminated[0, 0]), emulator
+    env.close()
+    return cap, False, emulator
+
+
+def test_an_evaluation_game_never_waits_for_fire_after_a_lost_life() -> None:
+    """Breakout serves only on FIRE. c1ccce2 pressed it after a reset only: once the first life
+    was lost, a NOOP policy's evaluation game ran to the 27,000-step cap (26,993 agent steps
+    measured). Now FIRE follows every lost life that leaves the game running: the game ends
+    when its 5 lives are lost, far below the cap."""
+    steps, ended, emulator = _noop_game("ALE/Breakout-v5", cap=2_000)
+    assert ended and steps < 1_000
+    assert emulator[-1][1] == 0  # the game is over: no lives left
+    # FIRE (action 1) presses: one run of frames per press; the policy itself never fires
+    starts = [i for i, (a, _) in enumerate(emulator) if a == 1 and emulator[i - 1][0] != 1]
+    lives_before = [emulator[i - 1][1] for i in starts]
+    assert lives_before == [5, 4, 3, 2, 1]  # after the reset, then once after each lost life
+    for previous, start in zip(starts, starts[1:], strict=False):
+        between = {a for a, _ in emulator[previous:start]}
+        assert between <= {0, 1, 2}  # NOOP play and the FIRE reset's two presses, nothing else
+
+
+def test_training_presses_fire_at_reset_not_in_the_step_that_lost_a_life() -> None:
+    """Training ends an episode at a lost life (episodic life): the step that lost it returns
+    ``terminated`` without pressing FIRE; the reset that follows presses it."""
+    env = make_atari_env("ALE/Breakout-v5", num_envs=1)
+    base = env.base_env
+    inner = base.envs[0].unwrapped
+    actions: list[int] = []
+    step = inner.step
+
+    def logged(action: int) -> object:
+        actions.append(int(action))
+        return step(action)
+
+    inner.step = logged
+    base.reset_numpy(seed=0)
+    for _ in range(2_000):
+        lives, actions[:] = inner.ale.lives(), []
+        _obs, _reward, terminated, _truncated = base.step_numpy(np.array([0]))
+        if inner.ale.lives() < lives:
+            break
+    else:
+        pytest.fail("no life lost in 2,000 NOOP steps")
+    assert terminated[0, 0] and set(actions) == {0}  # the life-losing step: NOOP frames only
+    actions[:] = []
+    base.reset_numpy([0])
+    assert 1 in actions  # the reset serves
+    env.close()

@@ -71,6 +71,7 @@ ATTRIBUTES = [
 # Attributes only an instance holds, found in the source of the class that sets them.
 SET_IN_SOURCE = [
     ("torchrl.trainers", "Trainer", "self._log_dict", "xdrl/trainer_hooks/logging/progress.py"),
+    ("torchrl.trainers", "Trainer", "self._stop_training", "trainer_hooks/logging/evaluation.py"),
     ("torchrl.trainers", "Trainer", "_optim_count", "xdrl/trainer.py"),
     ("torchrl.record.loggers.wandb", "WandbLogger", "self._wandb_kwargs", "xdrl/loggers.py"),
     ("torchrl.record.loggers.csv", "CSVExperiment", "self.files", "xdrl/loggers.py"),

@@ -3,6 +3,8 @@ what ``env.id=tests.user_envs:Corridor-v0`` and ``env.import_modules=[tests.user
 
 from __future__ import annotations
 
+import os
+
 import gymnasium
 import numpy as np
 
@@ -51,3 +53,40 @@ class DictCorridor(Corridor):
 if ENV_ID not in gymnasium.envs.registry:
     gymnasium.register(ENV_ID, entry_point=Corridor, max_episode_steps=50)
     gymnasium.register("XdrlDictCorridor-v0", entry_point=DictCorridor, max_episode_steps=50)
+
+
+class SignallingCorridor(Corridor):
+    """A corridor too long to finish (evaluations run to ``eval.max_steps``) whose evaluation
+    instances send ``SIGNAL["signum"]`` to this process at their ``SIGNAL["after"]``-th step.
+
+    An instance is an evaluation env when its first reset is seeded with 10,000 or more (xdrl
+    seeds evaluation envs with ``seed + 10_000``). ``STEPS`` counts every step taken in this
+    process (``"train"``, ``"eval"``) and ``STEPS_AT_SIGNAL`` those counts as the signal went.
+    """
+
+    def __init__(self, length: int = 100_000) -> None:
+        super().__init__(length)
+        self.evaluation: bool | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if self.evaluation is None and seed is not None:
+            self.evaluation = seed >= 10_000
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        kind = "eval" if self.evaluation else "train"
+        STEPS[kind] += 1
+        if kind == "eval" and SIGNAL["signum"] and STEPS["eval"] == SIGNAL["after"]:
+            STEPS_AT_SIGNAL.update(STEPS)
+            os.kill(os.getpid(), SIGNAL["signum"])
+        return super().step(action)
+
+
+SIGNAL: dict[str, int] = {"signum": 0, "after": 0}  # 0: no signal
+STEPS: dict[str, int] = {"train": 0, "eval": 0}
+STEPS_AT_SIGNAL: dict[str, int] = {}
+
+if "XdrlSignallingCorridor-v0" not in gymnasium.envs.registry:
+    gymnasium.register(
+        "XdrlSignallingCorridor-v0", entry_point=SignallingCorridor, max_episode_steps=100_000
+    )

@@ -5,7 +5,9 @@ Per sub-env, in order: gymnasium's ``AtariPreprocessing`` (up to ``noop_max`` no
 ``frame_skip`` emulator frames per agent step with a max over the last two, ``screen_size``
 square grayscale frames, uint8), then for training only :class:`EpisodicLife` (a lost life ends
 the episode; the game goes on), :class:`FireReset` for games whose action set has FIRE (press it
-after every reset), then for training only :class:`ClipRewardSign`, then gymnasium's
+after every reset; without episodic life, as in evaluation, also after every lost life: an
+untrained net that never presses FIRE would leave Breakout waiting until its 27,000-step limit),
+then for training only :class:`ClipRewardSign`, then gymnasium's
 ``FrameStackObservation`` (the last ``frame_stack`` frames, ``[frame_stack, 84, 84]`` uint8).
 Evaluation envs (``evaluation=True``) play whole games and report the game's own score.
 
@@ -92,7 +94,7 @@ def wrap_atari(
         env = EpisodicLife(env)
     meanings = env.unwrapped.get_action_meanings()
     if fire_reset and len(meanings) >= 3 and meanings[1] == "FIRE":
-        env = FireReset(env)
+        env = FireReset(env, after_life_loss=not terminal_on_life_loss)
     if clip_rewards:
         env = ClipRewardSign(env)
     if frame_stack > 1:
@@ -138,7 +140,8 @@ def make_atari_env(
         repeat_action_probability: sticky actions (0.25: the ``-v5`` default, Machado et al.).
         terminal_on_life_loss: training only: a lost life ends the episode.
         clip_rewards: training only: rewards to their sign.
-        fire_reset: press FIRE after a reset in games that need it.
+        fire_reset: press FIRE after a reset in games that need it (and after a lost life
+            where that does not end the episode: evaluation, or ``terminal_on_life_loss=false``).
         reward_weights: must be null (Atari rewards are scalar).
         normalize_observations: must be false (pixels are scaled inside the network).
         make_kwargs: extra ``gymnasium.make`` arguments for the ALE env.

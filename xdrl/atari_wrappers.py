@@ -1,6 +1,7 @@
 """The gymnasium wrappers of Atari's training protocol that gymnasium does not ship: episodic
-life, FIRE on reset and reward sign clipping (SB3's ``EpisodicLifeEnv``, ``FireResetEnv`` and
-``ClipRewardEnv``). Module-level classes, so the envs pickle for an exact resume."""
+life, FIRE on reset (and, without episodic life, after a lost life) and reward sign clipping
+(SB3's ``EpisodicLifeEnv``, ``FireResetEnv`` and ``ClipRewardEnv``). Module-level classes, so
+the envs pickle for an exact resume."""
 
 from __future__ import annotations
 
@@ -52,11 +53,25 @@ class EpisodicLife(gymnasium.Wrapper):
 
 class FireReset(gymnasium.Wrapper):
     """After every reset press FIRE, then action 2, for games that wait for FIRE to start
-    (Breakout, Pong's serve...).
+    (Breakout, Pong's serve...): SB3's ``FireResetEnv``.
+
+    With ``after_life_loss`` (where a lost life does not end the episode, as in evaluation) the
+    same two presses follow every lost life that leaves the game running: a policy that never
+    presses FIRE (an untrained net) would otherwise wait, serve-less, until the time limit
+    (Breakout: 27,000 agent steps). Those presses' rewards count in the step that lost the life,
+    and a game they end ends that step.
 
     Example:
         >>> env = FireReset(AtariPreprocessing(gymnasium.make("ALE/Breakout-v5", frameskip=1)))
     """
+
+    after_life_loss = False  # class defaults: envs pickled before these attributes still load
+    lives = 0
+
+    def __init__(self, env: gymnasium.Env, after_life_loss: bool = False) -> None:
+        super().__init__(env)
+        self.after_life_loss = after_life_loss
+        self.lives = 0
 
     def reset(self, **kwargs: Any) -> Any:
         self.env.reset(**kwargs)
@@ -66,7 +81,24 @@ class FireReset(gymnasium.Wrapper):
         obs, _reward, terminated, truncated, info = self.env.step(2)
         if terminated or truncated:
             obs, info = self.env.reset(**kwargs)
+        self.lives = _lives(self.env)
         return obs, info
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = _lives(self.env)
+        lost = lives < self.lives
+        self.lives = lives
+        if not (self.after_life_loss and lost) or terminated or truncated:
+            return obs, reward, terminated, truncated, info
+        total = float(reward)
+        for press in (1, 2):
+            obs, more, terminated, truncated, info = self.env.step(press)
+            total += float(more)
+            if terminated or truncated:
+                break
+        self.lives = _lives(self.env)
+        return obs, total, terminated, truncated, info
 
 
 class ClipRewardSign(gymnasium.RewardWrapper):

@@ -22,7 +22,7 @@ normalization, time-limit step counters) keeps TorchRL's ``Collector``.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -182,19 +182,30 @@ class VectorCollector(BaseCollector):
             self._iter += 1
             yield batch
 
-    def first_episodes(self, tensordict: TensorDictBase, max_steps: int) -> TensorDictBase:
+    def first_episodes(
+        self,
+        tensordict: TensorDictBase,
+        max_steps: int,
+        step_check: Callable[[], None] | None = None,
+    ) -> TensorDictBase:
         """Each sub-env's first episode from the reset state ``tensordict`` (at most
         ``max_steps`` steps), as ``env.rollout(max_steps, policy, auto_reset=False,
         tensordict=tensordict, break_when_all_done=True)`` returns it; exploration follows the
-        caller's ``set_exploration_type`` context."""
+        caller's ``set_exploration_type`` context. ``step_check`` runs after every step but the
+        last (where ``EnvBase.rollout`` calls its callback); it may raise to stop the rollout."""
         state = {
             "observation": tensordict["observation"].cpu().numpy().copy(),
             "step_count": tensordict["step_count"].cpu().numpy().reshape(-1).copy(),
             "episode_reward": tensordict["episode_reward"].cpu().numpy().copy(),
         }
-        return self._rollout(state, until_all_done=max_steps)
+        return self._rollout(state, until_all_done=max_steps, step_check=step_check)
 
-    def _rollout(self, state: dict[str, np.ndarray], until_all_done: int = 0) -> TensorDictBase:
+    def _rollout(
+        self,
+        state: dict[str, np.ndarray],
+        until_all_done: int = 0,
+        step_check: Callable[[], None] | None = None,
+    ) -> TensorDictBase:
         """``self._steps`` steps of every sub-env into one TensorDict ``[num_envs, steps]``.
 
         With ``until_all_done=M``: at most M steps, each sub-env's first episode only: a sub-env
@@ -254,6 +265,8 @@ class VectorCollector(BaseCollector):
                 current[frozen] = obs[frozen, finished[frozen]]
                 state["step_count"][frozen] = step_count[frozen, finished[frozen], 0]
                 state["episode_reward"][frozen] = episode_reward[frozen, finished[frozen]]
+                if step_check is not None and t < steps - 1:
+                    step_check()
             elif len(done):
                 current[done] = base.reset_numpy(done.tolist())[done]
                 state["episode_reward"][done] = 0.0
@@ -413,7 +426,8 @@ class VectorEnv(TransformedEnv):
     :meth:`rollout` called as xdrl's evaluation hook calls it (``auto_reset=False``,
     ``break_when_all_done=True``, a given ``tensordict``, no callback) runs
     :class:`VectorCollector`'s NumPy loop instead, with the same keys, shapes and values
-    (tested); any other call is ``TransformedEnv.rollout``.
+    (tested); any other call is ``TransformedEnv.rollout``. ``step_check`` (either path) runs
+    between steps and may raise to stop the rollout (an evaluation asked to stop).
 
     Example:
         >>> env = VectorEnv(VectorGymEnv("CartPole-v1", 20), Compose(StepCounter(), ...))
@@ -426,6 +440,7 @@ class VectorEnv(TransformedEnv):
         max_steps: int,
         policy: Any = None,
         callback: Any = None,
+        step_check: Callable[[], None] | None = None,
         **kwargs: Any,
     ) -> TensorDictBase:
         tensordict = kwargs.get("tensordict")
@@ -444,8 +459,21 @@ class VectorEnv(TransformedEnv):
                 self, policy, frames_per_batch=self.batch_size[0], total_frames=0,
                 device=tensordict.device or "cpu",
             )  # fmt: skip
-            return collector.first_episodes(tensordict, max_steps)
+            return collector.first_episodes(tensordict, max_steps, step_check)
+        if step_check is not None:
+            callback = _then(callback, step_check)
         return super().rollout(max_steps, policy, callback, **kwargs)
+
+
+def _then(callback: Any, step_check: Callable[[], None]) -> Callable[[Any, Any], None]:
+    """A rollout callback: ``callback`` (if any), then ``step_check``."""
+
+    def step(env: Any, tensordict: Any) -> None:
+        if callback is not None:
+            callback(env, tensordict)
+        step_check()
+
+    return step
 
 
 def fast_rollouts(env: EnvBase) -> EnvBase:

@@ -49,8 +49,11 @@ class EvaluationHistory:
 
     Registered after the evaluation hooks: at ``setup`` it starts the file (a fresh run
     truncates it; a resumed run keeps only the records at or before the frames it resumed from,
-    so nothing after the checkpoint is written twice) and records the step-0 evaluation run
-    before ``trainer.train()``; at ``post_steps_log`` it records each new evaluation. The file
+    so nothing after the checkpoint is written twice) and records the evaluation taken at the
+    frames training starts from (the step-0 evaluation run before ``trainer.train()``, or one a
+    stop interrupted before the resume, redone at ``setup``); at ``post_steps_log`` it records
+    each new evaluation. An evaluation a stop interrupted in any subgroup is never recorded: a
+    record is a complete evaluation. The file
     itself is the state: nothing goes into checkpoints, so checkpoints written before this hook
     existed still load (TorchRL refuses a checkpoint that lacks a registered component).
 
@@ -93,14 +96,20 @@ class EvaluationHistory:
             fh.write(json.dumps(record) + "\n")
         self._last_frames = frames
 
+    def _complete_at(self, frames: int) -> bool:
+        """Whether every subgroup has a complete evaluation at ``frames`` (none interrupted)."""
+        evaluation = self.evaluation
+        return evaluation.interrupted_at is None and evaluation.last_eval_frames == frames
+
     def setup(self) -> None:
-        """Start the file; record the evaluation run before training, if any."""
+        """Start the file; record the evaluation at the starting frames (run before training,
+        or redone after a resume), if any."""
         trainer = self.trainer
         frames = int(trainer.collected_frames) if trainer is not None else 0
         self._start_file(frames)
         count = self._num_evaluations()
-        if frames == 0 and count > 0:
-            self._record(0)
+        if count > 0 and self._complete_at(frames):
+            self._record(frames)
         self._seen = count
 
     def __call__(self, _batch: Any) -> None:
@@ -108,6 +117,8 @@ class EvaluationHistory:
         if count == self._seen or self.trainer is None:
             return
         self._seen = count
+        if self.evaluation.interrupted_at is not None:
+            return  # a subgroup's evaluation was interrupted: no complete evaluation to record
         try:
             self._record(int(self.trainer.collected_frames))
         except OSError as err:  # a full disk must not stop training

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import time
 from collections.abc import Iterator
@@ -10,13 +11,16 @@ from typing import Any
 
 import torch
 from tensordict import TensorDictBase
+from torchrl.checkpoint import GlobalRNGState
+from torchrl.envs import EnvBase
 from torchrl.trainers.trainers import Trainer
 
+from xdrl.env_state import gym_envs
 from xdrl.trainer_hooks.base import XdrlHook
 
 from . import render as _render
 from ._common import EVAL_PREFIX, VIDEO_NAME
-from .evaluation_metrics import evaluation_rollout, rollout_metrics
+from .evaluation_metrics import EvaluationInterrupted, evaluation_rollout, rollout_metrics
 from .video import FrameRecorder, log_video
 
 log = logging.getLogger(__name__)
@@ -45,6 +49,13 @@ class LoggingEvaluationMetricsHook(XdrlHook):
     ``eval/<subgroup>/reward/objective_<i>/episode_reward_*`` (from a vector
     ``("next", "episode_reward")``) and, with ``render``, ``eval/<subgroup>/video`` (first
     sub-env, logged with ``logger.log_video``; a render failure only warns).
+
+    A stop asked of the Trainer (``trainer.request_stop``: SIGINT, SIGTERM, SLURM's USR2) ends a
+    running evaluation between two env steps, and one that is due does not start: the evaluation
+    is dropped (no metrics, no video, no record; the RNGs and evaluation envs are put back as
+    they were before it) and :attr:`interrupted_at` holds its frames, saved with the hook, so a
+    run resumed from the checkpoint at those frames evaluates them first
+    (:meth:`redo_interrupted`).
 
     Args:
         policy: Policy module used during rollout.
@@ -111,6 +122,7 @@ class LoggingEvaluationMetricsHook(XdrlHook):
         self.last_metrics: dict[str, float] = {}
         self.num_evaluations = 0
         self._last_eval_frames = 0
+        self.interrupted_at: int | None = None
         self._pending_eval_time = 0.0
         self._base = f"{EVAL_PREFIX}/{metric_subgroup}"
         self._recorder = FrameRecorder(environment, self.render_kwargs, label=self._base)
@@ -127,17 +139,39 @@ class LoggingEvaluationMetricsHook(XdrlHook):
         return _render.renderable_candidates(self.environment)
 
     # Evaluation
+    def stop_requested(self) -> bool:
+        """Whether the Trainer was asked to stop (the flag ``Trainer.request_stop`` sets, which
+        TorchRL's own ``EarlyStopping`` reads too): read between evaluation steps."""
+        return bool(getattr(self.trainer, "_stop_training", False))
+
     def _evaluate_once(self, step: int) -> dict[str, float]:
         start = time.perf_counter()
         recorder = self._recorder
-        with self._eval_mode():
-            rollout = evaluation_rollout(
-                self.environment,
-                self.policy,
-                self.max_steps,
-                deterministic=self.deterministic,
-                after_reset=recorder.start if self.render else None,
+        saved = _RandomState(self.environment)
+        try:
+            with self._eval_mode():
+                rollout = evaluation_rollout(
+                    self.environment,
+                    self.policy,
+                    self.max_steps,
+                    deterministic=self.deterministic,
+                    after_reset=recorder.start if self.render else None,
+                    stop_requested=self.stop_requested,
+                )
+        except EvaluationInterrupted as stopped:
+            saved.restore()
+            recorder.frames = []
+            self.interrupted_at = int(step)
+            self._pending_eval_time += time.perf_counter() - start
+            log.warning(
+                "%s at %d frames: stopped after %d env steps and dropped (no metrics, no record); "
+                "the same command evaluates it again",
+                self._base,
+                step,
+                stopped.steps,
             )
+            return {}
+        self.interrupted_at = None
         metrics = self._metrics(rollout)
         if self.render:
             recorder.finish()
@@ -213,8 +247,20 @@ class LoggingEvaluationMetricsHook(XdrlHook):
             return {}
         return self._evaluate_once(frames)
 
+    def redo_interrupted(self) -> dict[str, float]:
+        """Before a resumed run trains: evaluate now (logged directly) if it resumed from the
+        checkpoint written when an evaluation at its frames was interrupted, and return the
+        metrics; an interruption at other frames is forgotten."""
+        pending, self.interrupted_at = self.interrupted_at, None
+        trainer = self.trainer
+        if pending is None or trainer is None or pending != int(trainer.collected_frames):
+            return {}
+        log.info("%s: evaluating %d frames, interrupted before the resume", self._base, pending)
+        return self.run(step=pending)
+
     def register_ops(self, trainer: Trainer) -> None:
-        """Register at ``post_steps_log`` and remember ``trainer`` (its frames and logger)."""
+        """Register at ``post_steps_log`` and remember ``trainer`` (its frames, logger and stop
+        flag)."""
         self.trainer = trainer
         super().register_ops(trainer)
 
@@ -229,9 +275,29 @@ class LoggingEvaluationMetricsHook(XdrlHook):
             "last_eval_frames": self._last_eval_frames,
             "num_evaluations": self.num_evaluations,
             "last_metrics": dict(self.last_metrics),
+            "interrupted_at": self.interrupted_at,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._last_eval_frames = int(state_dict["last_eval_frames"])
         self.num_evaluations = int(state_dict.get("num_evaluations", 0))
         self.last_metrics = dict(state_dict.get("last_metrics", {}))
+        interrupted = state_dict.get("interrupted_at")
+        self.interrupted_at = int(interrupted) if interrupted is not None else None
+
+
+class _RandomState:
+    """The global RNGs (python, numpy, torch) and the evaluation envs' generators, taken before an
+    evaluation and put back when it is interrupted: the checkpoint then holds what it would hold
+    had the evaluation never started, and the resume that redoes it draws what it would have."""
+
+    def __init__(self, environment: Any) -> None:
+        self.rng = GlobalRNGState().state_dict()
+        envs = gym_envs(environment) if isinstance(environment, EnvBase) else None
+        self.envs = envs or []
+        self.generators = [copy.deepcopy(e.unwrapped.np_random) for e in self.envs]
+
+    def restore(self) -> None:
+        GlobalRNGState().load_state_dict(self.rng)
+        for env, generator in zip(self.envs, self.generators, strict=True):
+            env.unwrapped.np_random = generator

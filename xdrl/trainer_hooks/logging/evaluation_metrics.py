@@ -12,6 +12,8 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from xdrl.collector import VectorEnv
+
 from ._common import (
     CHOSEN_VALUE_KEY,
     DEFAULT_DONE_KEY,
@@ -55,6 +57,53 @@ class Episodes:
     start_q: torch.Tensor | None = None
 
 
+class EvaluationInterrupted(Exception):
+    """A stop was requested (SIGINT, SIGTERM, SLURM's USR2) while an evaluation rollout ran: it
+    ended after ``steps`` env steps, and its partial episodes are no evaluation.
+
+    Args:
+        steps: the env steps the rollout had taken when it stopped.
+    """
+
+    def __init__(self, steps: int) -> None:
+        super().__init__(f"evaluation interrupted after {steps} env steps")
+        self.steps = steps
+
+
+class StopCheck:
+    """Raises :class:`EvaluationInterrupted` between env steps once ``stop_requested()`` says
+    so: one call per step of every sub-env batch, a flag read when nothing was asked.
+
+    Args:
+        stop_requested: whether a stop was asked (e.g. the Trainer's stop flag).
+
+    Example:
+        >>> check = StopCheck(lambda: trainer_stop_flag)
+        >>> check()  # after each env step; raises once the flag is set
+    """
+
+    def __init__(self, stop_requested: Callable[[], bool]) -> None:
+        self.stop_requested = stop_requested
+        self.steps = 0
+
+    def __call__(self) -> None:
+        self.steps += 1
+        if self.stop_requested():
+            raise EvaluationInterrupted(self.steps)
+
+    def chained(
+        self, callback: Callable[[Any, TensorDictBase], None] | None
+    ) -> Callable[[Any, TensorDictBase], None]:
+        """A TorchRL rollout callback: ``callback`` (e.g. a video's), then this check."""
+
+        def step(env: Any, tensordict: TensorDictBase) -> None:
+            if callback is not None:
+                callback(env, tensordict)
+            self()
+
+        return step
+
+
 def evaluation_rollout(
     env: Any,
     policy: Any,
@@ -62,17 +111,28 @@ def evaluation_rollout(
     *,
     deterministic: bool,
     after_reset: Callable[[], Callable[[Any, TensorDictBase], None] | None] | None = None,
+    stop_requested: Callable[[], bool] | None = None,
 ) -> TensorDictBase:
     """Reset ``env`` and play one episode per sub-env (until all finished, or ``max_steps``)
     under ``torch.no_grad()`` with deterministic or random exploration.
 
     ``after_reset`` runs once the env is reset and may return a per-step rollout callback
-    (e.g. :meth:`~xdrl.trainer_hooks.logging.video.FrameRecorder.start`)."""
+    (e.g. :meth:`~xdrl.trainer_hooks.logging.video.FrameRecorder.start`). ``stop_requested``
+    is read between env steps: once it returns True the rollout raises
+    :class:`EvaluationInterrupted` (a long Atari evaluation stops within a step of a signal)."""
     exploration = ExplorationType.DETERMINISTIC if deterministic else ExplorationType.RANDOM
     batched = len(env.batch_size) > 0
+    check = StopCheck(stop_requested) if stop_requested is not None else None
     with torch.no_grad(), set_exploration_type(exploration):
+        if stop_requested is not None and stop_requested():
+            raise EvaluationInterrupted(0)
         tensordict = env.reset()
         callback = after_reset() if after_reset is not None else None
+        kwargs: dict[str, Any] = {}
+        if check is not None and isinstance(env, VectorEnv):
+            kwargs["step_check"] = check  # its NumPy fast path checks between steps
+        elif check is not None:
+            callback = check.chained(callback)
         return env.rollout(
             max_steps,
             policy=policy,
@@ -81,6 +141,7 @@ def evaluation_rollout(
             break_when_any_done=not batched,
             break_when_all_done=batched,
             callback=callback,
+            **kwargs,
         )
 
 

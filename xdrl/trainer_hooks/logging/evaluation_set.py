@@ -103,6 +103,12 @@ class LoggingEvaluationHookSet:
         return min((hook.last_eval_frames for hook in self.hooks), default=0)
 
     @property
+    def interrupted_at(self) -> int | None:
+        """Frames of an evaluation a stop interrupted (or kept from starting) in some subgroup
+        and not yet redone; None when every evaluation due was complete."""
+        return next((h.interrupted_at for h in self.hooks if h.interrupted_at is not None), None)
+
+    @property
     def logger(self) -> Any | None:
         """The logger the evaluations write to (their own, else the trainer's); None if none."""
         for hook in self.hooks:
@@ -123,6 +129,14 @@ class LoggingEvaluationHookSet:
         merged: dict[str, float] = {}
         for hook in self.hooks:
             merged.update(hook.run(step=step))
+        return merged
+
+    def redo_interrupted(self) -> dict[str, float]:
+        """Before a resumed run trains: redo the evaluation a stop interrupted at the frames it
+        resumed from, in the subgroups it interrupted (see the hook's method); their metrics."""
+        merged: dict[str, float] = {}
+        for hook in self.hooks:
+            merged.update(hook.redo_interrupted())
         return merged
 
     def pop_eval_time(self) -> float:

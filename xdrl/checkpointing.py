@@ -39,7 +39,7 @@ from torchrl.checkpoint import (
 )
 
 from xdrl.errors import ConfigError, first_line
-from xdrl.files import write_atomically
+from xdrl.files import SUMMARY_FILE, write_atomically
 from xdrl.resume_check import (
     CHECKPOINT_DIR,
     CHECKPOINT_NAME,
@@ -364,11 +364,24 @@ def check_before_resume(
         match = CHECKPOINT_NAME.fullmatch(candidate.name)
         if match is None or int(match[1]) < total_frames:
             return
+        if _final_evaluation_interrupted(candidate, int(match[1])):
+            return  # resumed from it: the final evaluation runs, nothing is trained
         try:
             verify(candidate)
         except CorruptCheckpoint:
             continue  # restore() warns about it and loads the previous one
         raise RunComplete(candidate, int(match[1]))
+
+
+def _final_evaluation_interrupted(candidate: Path, frames: int) -> bool:
+    """Whether the run's ``summary.json`` says a stop interrupted its evaluation at ``frames``
+    (the final checkpoint's): that run is not complete until the evaluation is redone."""
+    try:
+        summary = json.loads((resumed_run_dir(candidate) / SUMMARY_FILE).read_text())
+        interrupted = summary.get("evaluation_interrupted") or {}
+        return bool(interrupted.get("frames") == frames)
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> None:

@@ -66,7 +66,11 @@ class _StopRequest:
             self._signum = signum
             self.signal = signal.Signals(signum).name
         hint = " (Ctrl-C again to abort at once)" if signum == signal.SIGINT else ""
-        log.warning("%s received: stopping after this iteration%s", self.signal, hint)
+        log.warning(
+            "%s received: stopping after this iteration (an evaluation stops at once)%s",
+            self.signal,
+            hint,
+        )
         self.run.trainer.request_stop(self.signal)
 
     def __exit__(self, *exc: Any) -> None:
@@ -151,11 +155,8 @@ def _run(
         if accept is not None:
             accept()
         with _StopRequest(run_) as stop, autocast(run_.precision, cfg.device):
-            if cfg.eval.enabled and cfg.eval.before_training and trainer.collected_frames == 0:
-                run_.hook_set.run_pre_eval()
-            segment.train_start = time.perf_counter()
-            trainer.train()
-        status = _final_status(stop, trainer)
+            _evaluate_and_train(cfg, run_, stop, segment)
+        status = _final_status(stop, trainer, run_)
     except KeyboardInterrupt:
         status, error = "interrupted", "aborted by a second Ctrl-C; no checkpoint at the stop"
         raise
@@ -184,13 +185,9 @@ def _run(
             file=sys.stderr,
         )
     elif stop.interrupted:
-        saved = (
-            "checkpoint and logs written; run the same command again to continue"
-            if cfg.checkpoint.enabled
-            else "logs written, no checkpoint (checkpoint.enabled=false)"
-        )
         print(
-            f"xdrl-train: interrupted at {frames:,} frames in {cfg.run_dir}; {saved}",
+            f"xdrl-train: interrupted at {frames:,} frames in {cfg.run_dir}; "
+            f"{_what_was_saved(cfg, frames)}",
             file=sys.stderr,
         )
     stop.forward()
@@ -200,11 +197,35 @@ def _run(
     return float(objective) if objective is not None else None
 
 
-def _final_status(stop: _StopRequest, trainer: Any) -> str:
+def _evaluate_and_train(cfg: DictConfig, run_: Run, stop: _StopRequest, segment: _Segment) -> None:
+    """The step-0 evaluation (eval.before_training, a fresh run) or the evaluation a stop
+    interrupted at the frames a run resumes from, then training; a stop during that evaluation
+    ends the run there (a step-0 one: no frames, no checkpoint)."""
+    eval_set = run_.hook_set.eval_hook_set
+    if cfg.eval.enabled and cfg.eval.before_training and run_.trainer.collected_frames == 0:
+        run_.hook_set.run_pre_eval()
+    elif eval_set is not None:
+        eval_set.redo_interrupted()
+    segment.train_start = time.perf_counter()
+    if stop.signal is None:
+        run_.trainer.train()
+
+
+def _what_was_saved(cfg: DictConfig, frames: int) -> str:
+    """What an interrupted run leaves behind, for its last stderr line."""
+    if not cfg.checkpoint.enabled:
+        return "logs written, no checkpoint (checkpoint.enabled=false)"
+    if frames == 0:  # stopped in the step-0 evaluation
+        return "no checkpoint yet: the same command starts afresh"
+    return "checkpoint and logs written; run the same command again to continue"
+
+
+def _final_status(stop: _StopRequest, trainer: Any, run_: Run) -> str:
     """``completed`` once the whole budget is trained, whatever signal arrived during the last
-    iteration (the Trainer has already evaluated and checkpointed it as the end); else
-    ``interrupted`` (Ctrl-C) or ``stopped`` (SIGTERM, SIGUSR2)."""
-    if trainer.collected_frames >= trainer.total_frames:
+    iteration (the Trainer has already evaluated and checkpointed it as the end), unless the
+    signal interrupted the final evaluation (the same command then resumes to evaluate it);
+    else ``interrupted`` (Ctrl-C) or ``stopped`` (SIGTERM, SIGUSR2)."""
+    if trainer.collected_frames >= trainer.total_frames and _interrupted_evaluation(run_) is None:
         return "completed"
     return "interrupted" if stop.interrupted else "stopped" if stop.signal else "completed"
 
@@ -277,12 +298,25 @@ class _Segment:
         best = _best_checkpoint(self.run.trainer)
         if best is not None:
             summary[BEST_SUMMARY_KEY] = best  # checkpoint.keep_best; xdrl-eval --checkpoint best
+        interrupted = _interrupted_evaluation(self.run)
+        if interrupted is not None:  # dropped: no record, no eval/ metrics; redone on resume
+            summary["evaluation_interrupted"] = interrupted
         if error is not None:
             summary["error"] = error
         offline = getattr(self.run.logger, "offline_fallback", None)
         if offline:
             summary["wandb_offline"] = offline  # W&B could not reach its server: `wandb sync` it
         return summary
+
+
+def _interrupted_evaluation(run_: Run) -> dict[str, Any] | None:
+    """The evaluation a stop interrupted (its frames and subgroups), None when there was none."""
+    eval_set = run_.hook_set.eval_hook_set
+    frames = eval_set.interrupted_at if eval_set is not None else None
+    if eval_set is None or frames is None:
+        return None
+    subgroups = [h.metric_subgroup for h in eval_set.hooks if h.interrupted_at is not None]
+    return {"frames": frames, "subgroups": subgroups}
 
 
 def _num_evaluations(run_: Run) -> int:

@@ -94,6 +94,69 @@ def test_misspelt_key_or_option_is_one_line_with_a_suggestion(
     assert not (tmp_path / "outputs").exists()  # stopped before Hydra made a run dir
 
 
+@pytest.mark.parametrize("mode", [[], ["-m"], ["--cfg", "job"], ["--info", "config"]])
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["algorithm=ppx"], "algorithm: no option 'ppx'; did you mean algorithm=ppo?"),
+        (
+            ["algorithm.build.clip_epsilo=0.1"],
+            "algorithm.build.clip_epsilo: not a config key; did you mean "
+            "algorithm.build.clip_epsilon?",
+        ),
+    ],
+)
+def test_a_typo_is_the_same_line_and_exit_2_in_every_mode(
+    tmp_path: Path, mode: list[str], args: list[str], line: str
+) -> None:
+    """Sweeps and Hydra's printing modes say what a single run says (issue 38; Hydra's own
+    text was several lines with exit 1)."""
+    result = run_cli([*mode, *args], cwd=tmp_path, timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (2, f"xdrl-train: config error: {line}")
+    assert result.stdout == ""  # --cfg printed nothing
+    assert list(tmp_path.iterdir()) == []  # no outputs/ or multirun/
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["algorithm=ppo,ppx", "seed=0,1"],
+         "algorithm: no option 'ppx'; did you mean algorithm=ppo?"),
+        (["env=glob(*)", "algorithm=a2c,dqq"],
+         "algorithm: no option 'dqq'; did you mean algorithm=dqn?"),
+        (
+            ["hydra/sweeper=optuna", "algorithm.optimizer.lrr=tag(log, interval(1e-4, 3e-3))"],
+            "algorithm.optimizer.lrr: not a config key; did you mean algorithm.optimizer.lr?",
+        ),
+        (["seed=0,1", "total_frame=range(256,1024,256)"],
+         "total_frame: not a config key; did you mean total_frames?"),
+    ],
+)  # fmt: skip
+def test_a_sweep_looks_up_every_swept_option_and_key(
+    tmp_path: Path, args: list[str], line: str
+) -> None:
+    """Every value of a swept group is an option, whatever its place in the sweep; a swept key
+    (a choice, a range, Optuna's interval) is a config key."""
+    result = run_cli(["-m", *args], cwd=tmp_path, timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (2, f"xdrl-train: config error: {line}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_without_typos_runs_and_cfg_job_prints(tmp_path: Path) -> None:
+    """The control: the pre-check lets correct sweeps and ``--cfg job`` through."""
+    result = run_cli(["--cfg", "job", "algorithm=a2c"], cwd=tmp_path, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "xdrl.algorithms.a2c.build" in result.stdout
+    args = ["-m", *SMALL, "logging=none", "eval=none", "checkpoint=none", "algorithm=ppo,a2c",
+            "hydra.sweep.dir=sweep"]  # fmt: skip
+    result = run_cli(args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert [read_summary(p)["status"] for p in sorted((tmp_path / "sweep").glob("[0-9]*"))] == [
+        "completed",
+        "completed",
+    ]
+
+
 @pytest.mark.parametrize("flag", ["--help", "--cfg=job", "--info"])
 def test_fast_startup_commands_import_no_heavy_library(flag: str, tmp_path: Path) -> None:
     """What makes these commands fast, checked without a clock (the suite runs on busy

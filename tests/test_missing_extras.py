@@ -1,0 +1,144 @@
+"""A missing extra is one line naming its ``pip install 'xdrl[...]'`` (exit 2, nothing written),
+and the ``all`` extra and the table of what each feature imports agree with ``pyproject.toml``.
+
+A module is made missing without uninstalling it: the command runs in a fresh interpreter whose
+``sys.modules`` holds ``None`` under that name, Python's own "known missing" marker
+(``importlib.util.find_spec`` returns None, ``import`` raises ``ModuleNotFoundError``, and Hydra's
+plugin scan skips it).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.conftest import REPO, WANDB_OFFLINE, compose_config
+from xdrl.config_check import FEATURES
+
+# (modules made missing, xdrl-train arguments, the key of the line, the extra it names)
+MISSING = [
+    (["hydra_plugins.hydra_joblib_launcher"], ["-m", "hydra/launcher=joblib", "seed=0,1"],
+     "hydra/launcher", "sweep"),
+    (["hydra_plugins.hydra_joblib_launcher"], ["hydra/launcher=joblib"], "hydra/launcher", "sweep"),
+    (["hydra_plugins.hydra_submitit_launcher"], ["-m", "hydra/launcher=local", "seed=0"],
+     "hydra/launcher", "slurm"),
+    (["hydra_plugins.hydra_submitit_launcher"], ["-m", "hydra/launcher=slurm", "seed=0"],
+     "hydra/launcher", "slurm"),
+    (["optuna"], ["-m", "hparams_search=ppo_cartpole"], "hydra/sweeper", "sweep"),
+    (["pymoo"], ["-m", "hydra/sweeper=pareto", "env=deep_sea_treasure"], "hydra/sweeper",
+     "pareto"),
+    (["tensorboard"], ["logging=tensorboard"], "logging", "tensorboard"),
+    (["wandb"], ["logging=wandb"], "logging", "wandb"),
+    (["moviepy"], ["eval=video"], "eval.render", "video"),
+    (["onnxscript"], ["logging=wandb", "logging.log_model=true"], "logging.log_model", "export"),
+]  # fmt: skip
+
+RUN_WITHOUT = (
+    "import sys\n"
+    "missing, args = sys.argv[1].split(','), sys.argv[2:]\n"
+    "for name in missing:\n"
+    "    sys.modules[name] = None\n"
+    "sys.argv = ['xdrl-train', *args]\n"
+    "from xdrl.cli import main\n"
+    "main()\n"
+)
+
+
+def _run_without(missing: list[str], args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``xdrl-train args`` in a fresh interpreter that cannot import ``missing``."""
+    return subprocess.run(
+        [sys.executable, "-c", RUN_WITHOUT, ",".join(missing), *args],
+        cwd=cwd, capture_output=True, text=True, timeout=300,
+        env={**os.environ, **WANDB_OFFLINE},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("missing", "args", "key", "extra"), MISSING, ids=[" ".join(m[1]) for m in MISSING]
+)
+def test_a_missing_extra_is_one_line_naming_it_before_anything_is_written(
+    tmp_path: Path, missing: list[str], args: list[str], key: str, extra: str
+) -> None:
+    result = _run_without(missing, args, tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"xdrl-train: config error: {key}: "), lines[0]
+    assert lines[0].endswith(f"pip install 'xdrl[{extra}]'") or (
+        f"pip install 'xdrl[{extra}]', or set" in lines[0]
+    ), lines[0]
+    assert missing[0] in lines[0]  # names what is not installed
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no outputs/, multirun/, .hydra
+
+
+def test_with_the_extras_installed_the_same_configs_pass(tmp_path: Path) -> None:
+    """The control: in this venv (``dev`` installs every extra) nothing is missing, and the
+    configs refused above pass the same checks."""
+    from hydra import compose, initialize_config_module
+
+    from xdrl.config_check import check_extras, check_launch_plugins, missing_modules
+
+    assert {feature: missing_modules(feature) for feature in FEATURES} == {f: [] for f in FEATURES}
+    for overrides in (["logging=wandb", "logging.log_model=true", "eval=video"],
+                      ["logging=tensorboard"]):  # fmt: skip
+        check_extras(compose_config(overrides, tmp_path))
+    for overrides in (["hparams_search=ppo_cartpole", "hydra/launcher=joblib"],
+                      ["hydra/sweeper=pareto", "hydra/launcher=slurm"]):  # fmt: skip
+        with initialize_config_module("xdrl.conf", version_base="1.3"):
+            cfg = compose("config", overrides=overrides, return_hydra_config=True)
+        check_launch_plugins(cfg.hydra)
+
+
+def _pyproject() -> dict:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def test_all_means_every_user_extra() -> None:
+    extras = _pyproject()["project"]["optional-dependencies"]
+    (everything,) = extras["all"]
+    listed = Requirement(everything).extras
+    assert Requirement(everything).name == "xdrl"
+    assert listed == set(extras) - {"all", "dev"}
+    assert "xdrl[all]" in extras["dev"]
+
+
+def _closure(requirements: list[str]) -> set[str]:
+    """The canonical names of ``requirements`` and of everything they require (installed)."""
+    seen: set[str] = set()
+    stack = [Requirement(r) for r in requirements]
+    while stack:
+        req = stack.pop()
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        stack += [r for r in map(Requirement, requires) if r.marker is None]
+    return seen
+
+
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+def test_each_feature_s_modules_come_with_its_extra(feature: str) -> None:
+    """``FEATURES`` (what the check asks for) against ``pyproject.toml`` (what the extra
+    installs): every module is provided by a distribution the extra brings."""
+    extra, modules = FEATURES[feature]
+    brought = _closure(_pyproject()["project"]["optional-dependencies"][extra])
+    providers = importlib.metadata.packages_distributions()
+    for module in modules:
+        top, _, sub = module.partition(".")
+        names = {canonicalize_name(d) for d in providers.get(top, [])}
+        if top == "hydra_plugins":  # a namespace many plugins share: the plugin's own
+            names &= {canonicalize_name(sub.split(".")[0])}
+        assert names & brought, (module, names, extra)

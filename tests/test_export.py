@@ -1,9 +1,13 @@
-"""xdrl-export: ONNX / pt2 / TorchScript files act as the torch policy on 1,000 env observations
-(discrete equal, continuous within 1e-5 and inside the action bounds, normalization inside)."""
+"""xdrl-export and load_policy: ONNX / pt2 / TorchScript files act as the torch policy on env
+observations (discrete equal, continuous within 1e-5 and inside the action bounds, normalization
+inside), for every algorithm and observation kind that trains (vector, one-hot, image,
+multi-objective), and README's onnxruntime examples run as written."""
 
 from __future__ import annotations
 
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +18,8 @@ from tensordict import TensorDict
 from torchrl.checkpoint import Checkpoint
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from tests.conftest import run_cli, run_script
+from tests.conftest import REPO, run_cli, run_script
 from xdrl.policy import export_cli
-from xdrl.policy.export import sample_observations
 from xdrl.policy.loading import load_run
 from xdrl.trainer_hooks.observation_norm import observation_norm
 
@@ -38,10 +41,76 @@ def _train(tmp_path: Path, name: str, *overrides: str) -> Path:
     return run_dir
 
 
+# Tiny runs of every algorithm x observation kind that trains, made once per module.
+ATARI = [
+    "env.num_envs=2",
+    "frames_per_batch=32",
+    "num_threads=1",
+    "eval.episodes=1",
+    "eval.max_steps=50",
+    "eval.interval_frames=2048",
+    "checkpoint.interval_frames=1024",
+]
+RUNS: dict[str, list[str]] = {
+    "ppo": [],
+    "a2c": ["algorithm=a2c"],
+    "dqn": ["algorithm=dqn", "algorithm.build.init_random_frames=256"],
+    "sac-vecnorm": [
+        "algorithm=sac",
+        "env=pendulum",
+        "algorithm.build.init_random_frames=256",
+        "env.normalize_observations=true",
+    ],
+    "td3": ["algorithm=td3", "env=pendulum", "algorithm.build.init_random_frames=256"],
+    "ppo-vecnorm": ["env.normalize_observations=true"],
+    "mo-ppo": ["env=mo_mountaincar"],
+    "onehot-dqn": ["experiment=dst_dqn", "total_frames=200", "eval.interval_frames=100"],
+    "atari-ppo": [
+        "experiment=atari_ppo",
+        *ATARI,
+        "total_frames=256",
+        "algorithm.build.minibatch_size=16",
+        "algorithm.build.epochs=1",
+    ],
+    "atari-dqn": [
+        "experiment=atari_dqn",
+        *ATARI,
+        "total_frames=1024",
+        "algorithm.build.init_random_frames=512",
+        "algorithm.build.buffer_size=1000",
+        "algorithm.build.utd=0.125",
+    ],
+}
+
+
 @pytest.fixture(scope="module")
-def ppo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def trained(tmp_path_factory: pytest.TempPathFactory):
+    """``trained(name)``: the run dir of ``RUNS[name]``, trained on first use."""
+    runs: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in runs:
+            if name.startswith("atari"):
+                pytest.importorskip("ale_py", reason="needs xdrl[atari]")
+                pytest.importorskip("cv2", reason="needs xdrl[atari]")
+            overrides = RUNS[name]
+            tiny = [] if any(o.startswith("experiment=") for o in overrides) else TINY
+            run_dir = tmp_path_factory.mktemp(name) / "run"
+            result = run_cli(
+                [*tiny, *overrides, "num_threads=1", f"hydra.run.dir={run_dir}"],
+                cwd=run_dir.parent,
+            )
+            assert result.returncode == 0, result.stderr[-2000:]
+            runs[name] = run_dir
+        return runs[name]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def ppo_run(trained) -> Path:
     """A tiny PPO CartPole run (two batches)."""
-    return _train(tmp_path_factory.mktemp("ppo"), "ppo")
+    return trained("ppo")
 
 
 def _export(run_dir: Path, fmt: str, out: Path) -> subprocess.CompletedProcess:
@@ -49,7 +118,8 @@ def _export(run_dir: Path, fmt: str, out: Path) -> subprocess.CompletedProcess:
 
 
 def _torch_actions(run_dir: Path, observations: np.ndarray) -> np.ndarray:
-    """The TorchRL policy's deterministic actions, normalization applied by the env's VecNorm."""
+    """The TorchRL policy's deterministic actions on observations as its network saw them in
+    training (see :func:`_env_observations`), normalization applied by the env's VecNorm."""
     policy = load_run(run_dir)
     try:
         obs = torch.from_numpy(observations)
@@ -92,9 +162,38 @@ def _onnx_actions(path: Path, observations: np.ndarray) -> np.ndarray:
     return session.run(["action"], {"observation": observations})[0]
 
 
+def _env_observations(run_dir: Path, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` observations of the run's env (built as ``xdrl-eval`` builds it) under random
+    actions: as its gymnasium ``env.step`` returns them, and as the run's training envs gave
+    them to the network (after the gymnasium one-hot wrapper and the env's dtype cast)."""
+    from xdrl.env_state import gym_envs
+    from xdrl.observation_encoding import OneHotObservation
+    from xdrl.policy.loading import make_env
+
+    policy = load_run(run_dir)
+    env = make_env(policy.config, num_envs=1, seed=seed)
+    try:
+        (outer,) = gym_envs(env)
+        inner = outer.env if isinstance(outer, OneHotObservation) else outer
+        inner.action_space.seed(seed)
+        raw = []
+        obs, _ = inner.reset(seed=seed)
+        while len(raw) < n:
+            raw.append(np.asarray(obs))
+            obs, _, terminated, truncated, _ = inner.step(inner.action_space.sample())
+            if terminated or truncated:
+                obs, _ = inner.reset()
+        seen = [outer.observation(o) if inner is not outer else o for o in raw]
+        dtype = env.observation_spec["observation"].dtype
+    finally:
+        env.close()
+        policy.close()
+    return np.stack(raw), torch.as_tensor(np.stack(seen)).to(dtype).numpy()
+
+
 def test_discrete_onnx_equals_torch_and_other_formats(ppo_run: Path, tmp_path: Path) -> None:
     run_dir = ppo_run
-    observations = sample_observations({"env": {"id": "CartPole-v1"}}, 1000, seed=3)
+    observations, _ = _env_observations(run_dir, 1000, seed=3)
     expected = _torch_actions(run_dir, observations)
     for fmt in ("onnx", "pt2", "torchscript"):
         out = tmp_path / f"policy.{fmt}"
@@ -112,22 +211,13 @@ def test_discrete_onnx_equals_torch_and_other_formats(ppo_run: Path, tmp_path: P
     assert (scripted(torch.from_numpy(observations[:5])).numpy() == expected[:5]).all()
 
 
-@pytest.mark.parametrize(
-    ("algorithm", "normalize"), [("sac", True), ("td3", False)], ids=["sac-vecnorm", "td3"]
-)
-def test_continuous_onnx_within_1e5_and_bounds(tmp_path: Path, algorithm: str, normalize: bool):
-    run_dir = _train(
-        tmp_path,
-        algorithm,
-        f"algorithm={algorithm}",
-        "env=pendulum",
-        "algorithm.build.init_random_frames=256",
-        f"env.normalize_observations={str(normalize).lower()}",
-    )
+@pytest.mark.parametrize("name", ["sac-vecnorm", "td3"])
+def test_continuous_onnx_within_1e5_and_bounds(trained, tmp_path: Path, name: str) -> None:
+    run_dir, normalize = trained(name), name.endswith("vecnorm")
     out = tmp_path / "policy.onnx"
     result = _export(run_dir, "onnx", out)
     assert result.returncode == 0, result.stderr
-    observations = sample_observations({"env": {"id": "Pendulum-v1"}}, 1000, seed=5)
+    observations, _ = _env_observations(run_dir, 1000, seed=5)
     expected = _torch_actions(run_dir, observations)
     actions = _onnx_actions(out, observations)
     assert actions.dtype == np.float32 and actions.shape == (1000, 1)
@@ -204,3 +294,157 @@ def test_untraceable_policy_fails_naming_the_part(ppo_run: Path, tmp_path: Path)
         export_policy(policy, "onnx", out)
     policy.close()
     assert not out.exists() and not list(tmp_path.glob(".x*"))
+
+
+def _assert_same(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype, what
+    if np.issubdtype(expected.dtype, np.floating):
+        assert np.abs(actual - expected).max() <= 1e-5, what
+    else:
+        assert (actual == expected).all(), what
+
+
+# Formats beyond ONNX where their graph differs (the one-hot cells, the CNN's reshapes).
+ALL_FORMATS = {"onehot-dqn", "atari-ppo"}
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_every_policy_exports_and_replays_as_load_policy(trained, tmp_path: Path, name: str):
+    """Each algorithm x observation kind that trains: the exported file, fed what gymnasium's
+    ``env.step`` returns (DST's int32 (row, col), Atari's uint8 stack), acts as load_policy, and
+    both act as the TorchRL actor on what the training env gave it (one-hot vectors, casts,
+    TorchRL's normalization)."""
+    run_dir = trained(name)
+    raw, seen = _env_observations(run_dir, 300, seed=11)
+    expected = _torch_actions(run_dir, seen)
+    policy = load_run(run_dir)
+    try:
+        loaded = policy(raw)
+        assert policy(raw[0]).shape == loaded.shape[1:]  # one observation, unbatched
+    finally:
+        policy.close()
+    _assert_same(loaded, expected, "load_policy vs the TorchRL actor")
+    if name == "onehot-dqn":  # raw (row, col) integers, several states visited
+        assert raw.dtype == np.int32 and raw.shape[1:] == (2,) and seen.shape[1:] == (144,)
+        assert len({tuple(o) for o in raw.tolist()}) > 5
+    if name.startswith("atari"):
+        assert raw.dtype == np.uint8 and raw.shape[1:] == (4, 84, 84)
+    for fmt in ("onnx", "pt2", "torchscript") if name in ALL_FORMATS else ("onnx",):
+        out = tmp_path / f"policy.{fmt}"
+        result = _export(run_dir, fmt, out)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr and "Warning" not in result.stderr
+        if fmt == "onnx":
+            session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+            onnx_type = {"float32": "float", "float64": "double"}.get(
+                raw.dtype.name, raw.dtype.name
+            )
+            assert session.get_inputs()[0].type == f"tensor({onnx_type})"
+            _assert_same(_onnx_actions(out, raw), loaded, "onnxruntime vs load_policy")
+        else:
+            module = torch.export.load(str(out)).module() if fmt == "pt2" else torch.jit.load(out)
+            with torch.no_grad():
+                actions = module(torch.from_numpy(raw)).numpy()
+            _assert_same(actions, loaded, f"{fmt} vs load_policy")
+
+
+def test_load_policy_takes_what_env_step_returns(trained) -> None:
+    """``xdrl.load_policy(run)(np.array([0, 0]))`` on a one-hot run is the action of the start
+    cell's one-hot vector; on an Atari run it takes a (4, 84, 84) uint8 stack."""
+    import xdrl
+
+    policy = xdrl.load_policy(trained("onehot-dqn"))
+    try:
+        start = np.zeros((1, 144), np.float32)
+        start[0, 0] = 1.0  # cell (0, 0)
+        data = TensorDict({"observation": torch.from_numpy(start)}, batch_size=[1])
+        with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+            expected = policy.module(data)["action"].numpy()[0]
+        assert policy(np.array([0, 0])) == expected
+        assert policy.obs_shape == (2,) and policy.obs_dtype == np.int32
+    finally:
+        policy.close()
+    # xdrl-eval's batched envs: a SerialEnv whose sub-envs start later
+    serial = load_run(trained("onehot-dqn"), overrides=["env.batching=serial"], num_envs=3)
+    try:
+        assert serial.obs_shape == (2,) and serial(np.array([0, 0])) == expected
+    finally:
+        serial.close()
+    pytest.importorskip("ale_py", reason="needs xdrl[atari]")
+    policy = xdrl.load_policy(trained("atari-ppo"))
+    try:
+        stack = np.random.default_rng(0).integers(0, 256, (4, 84, 84), dtype=np.uint8)
+        data = TensorDict({"observation": torch.from_numpy(stack[None])}, batch_size=[1])
+        with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+            expected = policy.module(data)["action"].numpy()[0]
+        assert policy(stack) == expected and policy(stack).shape == ()
+    finally:
+        policy.close()
+
+
+def test_torchscript_export_keeps_stderr_quiet(ppo_run: Path, tmp_path: Path) -> None:
+    """The tracer's boolean-conversion TracerWarning is filtered where it arises."""
+    result = _export(ppo_run, "torchscript", tmp_path / "policy.torchscript")
+    assert result.returncode == 0, result.stderr
+    assert "TracerWarning" not in result.stderr, result.stderr
+
+
+def _readme_example(marker: str) -> str:
+    """The README ```python block that contains ``marker``."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    (block,) = [b for b in blocks if marker in b]
+    return block
+
+
+def _run_example(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter where torch, TorchRL, xdrl and pygame cannot be imported
+    and there is no display: a venv with only onnxruntime, numpy and gymnasium (+ ale-py)."""
+    prelude = (
+        "import sys\n"
+        "for name in ('torch', 'tensordict', 'torchrl', 'xdrl', 'pygame'):\n"
+        "    sys.modules[name] = None\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd)}  # no DISPLAY
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code], cwd=cwd, env=env, capture_output=True, text=True
+    )
+
+
+def test_readme_onnxruntime_example_runs_as_written(ppo_run: Path, tmp_path: Path) -> None:
+    result = _export(ppo_run, "onnx", tmp_path / "policy.onnx")
+    assert result.returncode == 0, result.stderr
+    code = _readme_example('gym.make("CartPole-v1"')
+    ran = _run_example(code, tmp_path)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+
+
+def test_readme_atari_example_plays_a_game(trained, tmp_path: Path) -> None:
+    """README's Atari example, with a time limit of 2,000 emulator frames so that a tiny
+    policy's game ends quickly."""
+    result = _export(trained("atari-ppo"), "onnx", tmp_path / "policy.onnx")
+    assert result.returncode == 0, result.stderr
+    code = _readme_example("AtariPreprocessing")
+    assert code.count("frameskip=1)") == 1
+    code = code.replace("frameskip=1)", "frameskip=1, max_episode_steps=2000)")
+    ran = _run_example(code, tmp_path)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert re.search(r"game over: score \d", ran.stdout), ran.stdout
+
+
+def test_one_hot_module_is_the_gymnasium_encoding() -> None:
+    """The exported one-hot cells are :class:`OneHotObservation`'s for a 3-d Box with lows
+    other than 0 (row-major, every value of the space)."""
+    import gymnasium
+
+    from xdrl.observation_encoding import OneHotObservation, integer_grid
+    from xdrl.policy.module import OneHot
+
+    space = gymnasium.spaces.Box(np.array([0, -1, 2]), np.array([2, 2, 6]), dtype=np.int32)
+    env = gymnasium.make("CartPole-v1")
+    env.observation_space = space
+    wrapper = OneHotObservation(env)
+    axes = [np.arange(lo, hi + 1) for lo, hi in zip(space.low, space.high, strict=True)]
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3).astype(np.int32)
+    expected = np.stack([wrapper.observation(o) for o in grid])
+    actual = OneHot(*integer_grid(space))(torch.from_numpy(grid)).numpy()
+    assert actual.shape == (60, 60) and (actual == expected).all()

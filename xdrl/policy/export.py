@@ -1,6 +1,9 @@
 """Export a loaded policy as one self-contained file (ONNX, ``torch.export`` archive, TorchScript)
-and check the file right after writing it: the same actions as the torch policy on a batch of
-raw env observations, or the export fails naming the largest difference.
+and check the file right after writing it: the same actions as the torch policy on 1,000
+observations of the run's own env (as its gymnasium ``env.step`` returns them: raw integers for
+a one-hot run, the preprocessed frame stack for Atari), or the export fails naming the largest
+difference. The input keeps the env's observation dtype (int32 for deep-sea-treasure, uint8 for
+Atari, float32 for CartPole); the casts, encoding and normalization run inside the file.
 
 All three start from one ``torch.export.export`` of :class:`~xdrl.policy.module.DeterministicPolicy`
 with a dynamic batch dimension: ONNX through ``torch.onnx.export(..., dynamo=True)``, ``pt2`` as
@@ -35,36 +38,42 @@ class ExportError(Exception):
     """A policy that cannot be exported, or an exported file that does not act as the policy."""
 
 
-def sample_observations(config: dict[str, Any], n: int = CHECK_OBSERVATIONS, seed: int = 0):
-    """``n`` raw observations (float32) of the run's gymnasium env under random actions."""
-    import gymnasium
+def sample_observations(
+    config: dict[str, Any], n: int = CHECK_OBSERVATIONS, seed: int = 0
+) -> np.ndarray:
+    """``n`` observations of the run's env under random actions, as its gymnasium ``env.step``
+    returns them (what the exported policy takes): the env is built the way ``xdrl-eval``
+    builds it (:func:`~xdrl.policy.loading.make_env`, Atari's preprocessing and frame stack
+    included) and stepped below its one-hot encoding, which the policy applies itself."""
+    from xdrl.policy.loading import make_env, policy_input_env
 
-    from xdrl.envs import _registry
-
-    _registry()  # registers MO-Gymnasium's ids
-    env_cfg = config["env"]
-    kwargs = dict(env_cfg.get("make_kwargs") or {})
-    if env_cfg.get("max_episode_steps") is not None:
-        kwargs["max_episode_steps"] = env_cfg["max_episode_steps"]
-    env = gymnasium.make(env_cfg["id"], **kwargs)
-    env.action_space.seed(seed)
-    observations: list[np.ndarray] = []
-    obs, _ = env.reset(seed=seed)
-    while len(observations) < n:
-        observations.append(np.asarray(obs, dtype=np.float32))
-        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            obs, _ = env.reset()
-    env.close()
+    env = make_env(config, num_envs=1, seed=seed)
+    try:
+        gym_env, _encoding, owner = policy_input_env(env, config)
+        if owner is not env:
+            env.close()
+            env = owner
+        dtype = gym_env.observation_space.dtype
+        gym_env.action_space.seed(seed)
+        observations: list[np.ndarray] = []
+        obs, _ = gym_env.reset(seed=seed)
+        while len(observations) < n:
+            observations.append(np.asarray(obs, dtype=dtype))
+            obs, _, terminated, truncated, _ = gym_env.step(gym_env.action_space.sample())
+            if terminated or truncated:
+                obs, _ = gym_env.reset()
+    finally:
+        env.close()
     return np.stack(observations)
 
 
 def _export_program(policy: LoadedPolicy, example: torch.Tensor) -> Any:
     batch = torch.export.Dim("batch", min=1)
     try:
-        return torch.export.export(
-            policy.deterministic_module, (example,), dynamic_shapes={INPUT_NAME: {0: batch}}
-        )
+        with torch.no_grad():  # the inference path (the Nature CNN has a training-only form)
+            return torch.export.export(
+                policy.deterministic_module, (example,), dynamic_shapes={INPUT_NAME: {0: batch}}
+            )
     except Exception as err:  # noqa: BLE001 - say which part does not trace, in one line
         first = first_line(err)
         raise ExportError(
@@ -100,12 +109,50 @@ def _write(program: Any, fmt: str, out: Path, example: torch.Tensor) -> None:
     if fmt == "pt2":
         torch.export.save(program, str(out))
     elif fmt == "torchscript":
-        traced = torch.jit.trace(program.module(), (example,), check_trace=False)
+        with warnings.catch_warnings():
+            # Tracing the exported graph module converts its shape guards to Python booleans;
+            # the batch dimension stays dynamic in the graph and the file is checked below.
+            warnings.filterwarnings(
+                "ignore",
+                message="Converting a tensor to a Python boolean",
+                category=torch.jit.TracerWarning,
+            )
+            traced = torch.jit.trace(_batch_generic(program), (example,), check_trace=False)
         torch.jit.save(traced, str(out))
     else:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # progress lines and torchvision-op notices
             _onnx_export(program, example, out)
+
+
+def _tensor_size(tensor: torch.Tensor, dim: int) -> int:
+    """``tensor.size(dim)``: a size ``torch.jit.trace`` records as an op, not as a constant."""
+    return tensor.size(dim)
+
+
+def _batch_generic(program: Any) -> torch.fx.GraphModule:
+    """The exported graph as a module whose trace takes any batch size.
+
+    ``torch.jit.trace`` bakes the ints that ``aten.sym_size`` and ATen overloads (``aten.reshape
+    .default``) give it: a policy that reshapes by its batch size (the Nature CNN, the one-hot
+    encoding) then only takes the example's. ``Tensor.size`` and the public ``torch`` functions
+    are recorded with the size as a graph value, so those nodes are swapped for them."""
+    module = program.module()
+    sizes: set[torch.fx.Node] = set()
+    for node in module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is torch.ops.aten.sym_size.int:
+            node.target = _tensor_size
+            sizes.add(node)
+            continue
+        inputs: list[Any] = []
+        torch.fx.node.map_arg((node.args, node.kwargs), inputs.append)
+        if isinstance(node.target, torch._ops.OpOverload) and sizes.intersection(inputs):
+            public = getattr(torch, node.target.overloadpacket.__name__, None)
+            node.target = public if public is not None else node.target
+    module.recompile()
+    return module
 
 
 def _onnx_export(program: Any, example: torch.Tensor, out: Path) -> None:
@@ -133,7 +180,8 @@ def _reload(fmt: str, out: Path, observations: np.ndarray) -> np.ndarray:
 
 
 def export_policy(policy: LoadedPolicy, fmt: str, out: str | Path) -> dict[str, Any]:
-    """Write ``policy`` to ``out`` in ``fmt`` and check it on raw env observations.
+    """Write ``policy`` to ``out`` in ``fmt`` and check it on observations of the run's env
+    (:func:`sample_observations`).
 
     Returns what was checked: ``{"format", "file", "observations", "max_abs_diff"}``. The file
     is written beside ``out`` first and renamed only once it passed, so a failed export leaves
@@ -150,7 +198,13 @@ def export_policy(policy: LoadedPolicy, fmt: str, out: str | Path) -> dict[str, 
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     try:
         _write(program, fmt, tmp, example)
-        actual = _reload(fmt, tmp, observations)
+        try:
+            actual = _reload(fmt, tmp, observations)
+        except Exception as err:  # noqa: BLE001 - a file that does not run is an export failure
+            raise ExportError(
+                f"the {fmt} file does not run on {len(observations)} env observations "
+                f"({type(err).__name__}: {first_line(err)})"
+            ) from None
         discrete = not np.issubdtype(expected.dtype, np.floating)
         _compare(expected, actual, discrete, f"{fmt} file")
         os.replace(tmp, out)

@@ -16,10 +16,12 @@ from xdrl.policy.eval_cli import unwritable
 PROG = "xdrl-export"
 FORMATS = ("onnx", "pt2", "torchscript")
 EXPORT_EXTRA = ("onnx", "onnxruntime", "onnxscript")
-DESCRIPTION = """Write a run's deterministic policy as one file: raw env observation in
-(float32 [batch, *obs_shape]), env action out (int64 [batch] for discrete actions, float32
-[batch, *act_shape] within the action bounds for continuous ones), observation normalization
-and action scaling inside. The file is checked on 1,000 env observations before it is kept."""
+DESCRIPTION = """Write a run's deterministic policy as one file: the observation gymnasium's
+env.step returns in ([batch, *obs_shape] in its dtype; Atari: the preprocessed [4, 84, 84] uint8
+frame stack), env action out (int64 [batch] for discrete actions, float32 [batch, *act_shape]
+within the action bounds for continuous ones), one-hot encoding, casts, observation
+normalization and action scaling inside. The file is checked on 1,000 observations of the run's
+env before it is kept."""
 
 
 def _parser() -> argparse.ArgumentParser:

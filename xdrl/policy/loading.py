@@ -6,6 +6,10 @@ Only two components of the TorchRL checkpoint are read: ``policy`` (the loss mod
 TorchRL's ``Trainer`` saves it) and, for runs with ``env.normalize_observations=true``, the
 ``collector``'s ``env_state_dict`` (the training env's ``VecNormV2`` statistics). The statistics
 are frozen after loading, so evaluating never moves them.
+
+The policy takes what the run's gymnasium env returns from ``step``: the observation under the
+one-hot encoding (which the policy module applies itself) and under any stateful wrapper (Atari's
+preprocessing and frame stack, which it cannot), read from the run's own env once it is built.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from xdrl.build import build_algorithm
 from xdrl.checkpointing import CorruptCheckpoint, VerifiedCheckpoint
 from xdrl.errors import ConfigError, first_line
-from xdrl.policy.module import DeterministicPolicy
+from xdrl.observation_encoding import integer_grid
+from xdrl.policy.module import DeterministicPolicy, OneHot
 from xdrl.policy.run_dir import (
     apply_overrides,
     check_run_dir,
@@ -90,6 +95,29 @@ def make_env(config: dict[str, Any], *, num_envs: int, seed: int, render: bool =
         raise ConfigError("env", first_line(cause)) from err
 
 
+def policy_input_env(env: Any, config: dict[str, Any]) -> tuple[Any, OneHot | None, Any]:
+    """``(gymnasium env, encoding, owner)``: the first gymnasium env inside ``env`` below the
+    one-hot encoding (whose ``step`` returns what the policy takes), the encoding as a module
+    (None: none), and the TorchRL env to close after use (``env`` itself, or a one-env copy
+    built from ``config`` where ``env``'s gymnasium envs live in other processes or are not
+    created yet)."""
+    from xdrl.env_state import gym_envs
+    from xdrl.observation_encoding import OneHotObservation
+
+    owner = env
+    envs = gym_envs(env)
+    if not envs:
+        single = {**config, "env": {**config["env"], "batching": "serial"}}
+        owner = make_env(single, num_envs=1, seed=int(config["seed"]))
+        envs = gym_envs(owner)
+        assert envs, "a one-env serial env holds its gymnasium env"
+    first = envs[0]
+    if isinstance(first, OneHotObservation):
+        low, counts = integer_grid(first.env.observation_space)
+        return first.env, OneHot(low, counts), owner
+    return first, None, owner
+
+
 def _policy_owner(loss_module: Any) -> Any:
     for name in _POLICY_ATTRIBUTES:
         module = getattr(loss_module, name, None)
@@ -132,7 +160,9 @@ class LoadedPolicy:
     """A trained policy rebuilt from its run dir.
 
     Call it with a numpy observation (one, or a batch with a leading dimension), as gymnasium's
-    ``env.step`` returns it; it returns the env action (deterministic by default).
+    ``env.step`` returns it (for ``env.observation_encoding=one_hot`` the raw integers, not their
+    one-hot vector; for Atari the preprocessed ``[4, 84, 84]`` uint8 frame stack); it returns the
+    env action (deterministic by default).
 
     Args:
         module: the TorchRL evaluation policy (TensorDict in, ``action`` out).
@@ -141,6 +171,9 @@ class LoadedPolicy:
         run_dir: the run dir.
         checkpoint: the checkpoint folder loaded.
         frames: collected frames at that checkpoint.
+        deterministic_module: the deterministic policy as one module (what is exported).
+        obs_shape: the shape of one observation as ``env.step`` returns it.
+        obs_dtype: its dtype (observations are cast to it first).
 
     Example:
         >>> policy = load_policy("outputs/2026-11-24/10-00-00_ppo_cartpole")
@@ -156,12 +189,13 @@ class LoadedPolicy:
     frames: int
     deterministic_module: DeterministicPolicy = field(repr=False)
     obs_shape: tuple[int, ...] = ()
+    obs_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
 
     @torch.no_grad()
     def __call__(self, observation: Any, deterministic: bool = True) -> np.ndarray:
         from tensordict import TensorDict
 
-        obs = torch.as_tensor(np.asarray(observation))
+        obs = torch.as_tensor(np.asarray(observation, dtype=self.obs_dtype))
         single = obs.dim() == len(self.obs_shape)
         batch = obs.unsqueeze(0) if single else obs
         if deterministic:
@@ -198,6 +232,10 @@ def load_run(
     try:
         parts = build_algorithm(OmegaConf.create({**config, "device": "cpu"}), env)
         _load(path, folder, parts, env)
+        gym_env, one_hot, owner = policy_input_env(env, config)
+        space = gym_env.observation_space
+        if owner is not env:
+            owner.close()
     except BaseException:
         env.close()
         raise
@@ -215,8 +253,15 @@ def load_run(
         run_dir=folder,
         checkpoint=path,
         frames=checkpoint_frames(path),
-        deterministic_module=DeterministicPolicy(module, loc, scale).eval(),
-        obs_shape=tuple(env.observation_spec["observation"].shape[len(env.batch_size) :]),
+        deterministic_module=DeterministicPolicy(
+            module,
+            loc,
+            scale,
+            one_hot=one_hot,
+            input_dtype=env.observation_spec["observation"].dtype,
+        ).eval(),
+        obs_shape=tuple(int(n) for n in space.shape),
+        obs_dtype=np.dtype(space.dtype),
     )
 
 

@@ -1,7 +1,13 @@
-"""The deterministic policy as one tensor-in, tensor-out ``nn.Module``: raw env observation in,
-env action out, everything between inside (float32 cast, frozen normalization statistics, the
-network, and the action mapping the TorchRL actor applies: argmax for discrete actions, the
-tanh-normal's deterministic sample scaled to the action bounds for continuous ones).
+"""The deterministic policy as one tensor-in, tensor-out ``nn.Module``: the observation gymnasium's
+``env.step`` returns in, env action out, every stateless step between inside: the one-hot
+encoding of ``env.observation_encoding=one_hot`` (:class:`OneHot`), the dtype cast the run's env
+applies (float32, except uint8 images, which the network scales itself), frozen normalization
+statistics, the network, and the action mapping the TorchRL actor applies (argmax for discrete
+actions, the tanh-normal's deterministic sample scaled to the action bounds for continuous ones).
+
+Stateful preprocessing (Atari's noop starts, max-pooled frame skip and frame stack) keeps
+history between steps and cannot live in a stateless graph: such a policy takes the
+preprocessed observation (for Atari the ``[4, 84, 84]`` uint8 stack).
 
 The TorchRL actor itself runs inside (a ``TensorDict`` built in ``forward`` under
 ``ExplorationType.DETERMINISTIC``): ``torch.export`` traces through it, so the exported graph is
@@ -12,19 +18,53 @@ emits ``aten._foreach_mul``, which torch 2.13's ONNX exporter cannot translate (
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 
+class OneHot(nn.Module):
+    """Integer observations (``[..., k]`` values) as the float32 one-hot vector of their joint
+    state, cell ``ravel_multi_index(value - low, counts)``: the torch form of
+    :class:`xdrl.observation_encoding.OneHotObservation`, so the encoding exports with the policy.
+
+    Args:
+        low: the lowest value of each of the ``k`` dimensions.
+        counts: how many values each dimension takes.
+
+    Example:
+        >>> OneHot([0, 0], [12, 12])(torch.tensor([[1, 2]], dtype=torch.int32)).argmax(-1)
+        tensor([14])
+    """
+
+    def __init__(self, low: Sequence[int] | np.ndarray, counts: Sequence[int] | np.ndarray) -> None:
+        super().__init__()
+        counts_np = np.asarray(counts, dtype=np.int64).reshape(-1)
+        strides = np.cumprod(np.r_[1, counts_np[::-1][:-1]])[::-1].copy()  # row-major
+        self.size = int(np.prod(counts_np))
+        self.register_buffer("low", torch.as_tensor(np.asarray(low, dtype=np.int64).reshape(-1)))
+        self.register_buffer("strides", torch.as_tensor(strides))
+        self.register_buffer("cells", torch.arange(self.size, dtype=torch.int64))
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        values = observation.flatten(1).to(torch.int64)
+        index = ((values - self.get_buffer("low")) * self.get_buffer("strides")).sum(-1)
+        return (index.unsqueeze(-1) == self.get_buffer("cells")).to(torch.float32)
+
+
 class DeterministicPolicy(nn.Module):
-    """``forward(observation) -> action`` of a TorchRL policy, with frozen observation statistics.
+    """``forward(observation) -> action`` of a TorchRL policy, the run's stateless observation
+    transforms inside.
 
     Args:
         actor: the TorchRL evaluation policy (reads ``observation``, writes ``action``).
-        loc: observation mean subtracted first (None: no normalization).
+        loc: observation mean subtracted (None: no normalization).
         scale: observation scale divided by after ``loc``.
+        one_hot: the run's one-hot encoding (None: observations are not encoded).
+        input_dtype: the dtype the actor was trained on (float32, or uint8 for images).
 
     Example:
         >>> module = DeterministicPolicy(loaded.module, loc, scale)
@@ -33,18 +73,28 @@ class DeterministicPolicy(nn.Module):
     """
 
     def __init__(
-        self, actor: Any, loc: torch.Tensor | None = None, scale: torch.Tensor | None = None
+        self,
+        actor: Any,
+        loc: torch.Tensor | None = None,
+        scale: torch.Tensor | None = None,
+        *,
+        one_hot: OneHot | None = None,
+        input_dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
         self.actor = actor
+        self.one_hot = one_hot
+        self.input_dtype = input_dtype
         self.normalized = loc is not None
         if loc is not None and scale is not None:
             self.register_buffer("loc", loc.detach().clone().to(torch.float32))
             self.register_buffer("scale", scale.detach().clone().to(torch.float32))
 
     def normalize(self, observation: torch.Tensor) -> torch.Tensor:
-        """Raw observations as the actor saw them in training."""
-        observation = observation.to(torch.float32)
+        """Observations as ``env.step`` returns them -> as the actor saw them in training."""
+        if self.one_hot is not None:
+            observation = self.one_hot(observation)
+        observation = observation.to(self.input_dtype)
         if not self.normalized:
             return observation
         loc, scale = self.get_buffer("loc"), self.get_buffer("scale")

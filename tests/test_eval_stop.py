@@ -49,6 +49,7 @@ def _counters() -> Any:
 
     def clear() -> None:
         user_envs.SIGNAL.update(signum=0, after=0)
+        user_envs.SIGNAL_FROM[:] = ["eval"]
         user_envs.STEPS.update(train=0, eval=0)
         user_envs.STEPS_AT_SIGNAL.clear()
 
@@ -162,6 +163,23 @@ def test_an_interrupted_final_evaluation_is_evaluated_by_the_same_command(tmp_pa
     assert summary["status"] == "completed" and summary["total_frames"] == 512
     assert [r["frames"] for r in _records(run_dir)] == [0, 256, 512]
     assert summary["eval"]["eval/deterministic/episode_len_mean"] == EVAL_STEPS
+
+
+def test_a_final_evaluation_due_after_a_stop_does_not_start(tmp_path: Path) -> None:
+    """SIGTERM while the last batch is collected: the batch finishes (the iteration does), but
+    the final evaluation, which could take minutes, does not start; the same command runs it."""
+    user_envs.SIGNAL_FROM[:] = ["train"]
+    run_dir = tmp_path / "run"
+    assert _train(run_dir, signum=signal.SIGTERM, after=300) == 143  # of train steps 257-512
+    assert _steps_after_signal() == {"train": 512 - 300, "eval": 0}
+    summary = read_summary(run_dir)
+    assert summary["status"] == "stopped" and summary["total_frames"] == 512
+    assert summary["evaluation_interrupted"] == {"frames": 512, "subgroups": ["deterministic"]}
+    assert [r["frames"] for r in _records(run_dir)] == [0, 256]
+    assert _train(run_dir) is None
+    assert user_envs.STEPS == {"train": 0, "eval": EVAL_STEPS}
+    assert read_summary(run_dir)["status"] == "completed"
+    assert [r["frames"] for r in _records(run_dir)] == [0, 256, 512]
 
 
 def _always_right() -> Any:

@@ -57,7 +57,8 @@ if ENV_ID not in gymnasium.envs.registry:
 
 class SignallingCorridor(Corridor):
     """A corridor too long to finish (evaluations run to ``eval.max_steps``) whose evaluation
-    instances send ``SIGNAL["signum"]`` to this process at their ``SIGNAL["after"]``-th step.
+    instances (or training ones, ``SIGNAL_FROM``) send ``SIGNAL["signum"]`` to this process at
+    their ``SIGNAL["after"]``-th step, counted over all instances of that kind.
 
     An instance is an evaluation env when its first reset is seeded with 10,000 or more (xdrl
     seeds evaluation envs with ``seed + 10_000``). ``STEPS`` counts every step taken in this
@@ -76,13 +77,14 @@ class SignallingCorridor(Corridor):
     def step(self, action):
         kind = "eval" if self.evaluation else "train"
         STEPS[kind] += 1
-        if kind == "eval" and SIGNAL["signum"] and STEPS["eval"] == SIGNAL["after"]:
+        if SIGNAL["signum"] and kind == SIGNAL_FROM[0] and STEPS[kind] == SIGNAL["after"]:
             STEPS_AT_SIGNAL.update(STEPS)
             os.kill(os.getpid(), SIGNAL["signum"])
         return super().step(action)
 
 
 SIGNAL: dict[str, int] = {"signum": 0, "after": 0}  # 0: no signal
+SIGNAL_FROM = ["eval"]  # which instances send it: "eval" or "train"
 STEPS: dict[str, int] = {"train": 0, "eval": 0}
 STEPS_AT_SIGNAL: dict[str, int] = {}
 

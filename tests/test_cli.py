@@ -83,6 +83,11 @@ def test_unknown_env_suggests_the_close_id(tmp_path: Path) -> None:
             "algorithm.build.clip_epsilo: not a config key; did you mean "
             "algorithm.build.clip_epsilon?",
         ),
+        (  # a sweep without -m (it said "seed=0,1: not a config key")
+            "seed=0,1",
+            "seed: '0,1' is a sweep; add -m to run one job per value, or give one value "
+            "(seed=[0,1] for a list)",
+        ),
     ],
 )
 def test_misspelt_key_or_option_is_one_line_with_a_suggestion(

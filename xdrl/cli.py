@@ -203,9 +203,25 @@ def _compose(args: list[str]) -> DictConfig | str | None:
     except MissingConfigException as err:
         return _missing_option(str(err))
     except ConfigCompositionException as err:
-        return _unknown_key(str(err))
+        return _sweep_without_multirun(str(err)) or _unknown_key(str(err))
     except Exception as err:  # noqa: BLE001 - Hydra then reports anything else itself
         return first_line(err) if str(err).strip() else None
+
+
+def _sweep_without_multirun(text: str) -> str | None:
+    """``key: 'a,b' is a sweep; ...`` from Hydra's 'Ambiguous value' and 'requires --multirun'
+    errors (None: another composition error)."""
+    import re
+
+    match = re.search(r"(?:Ambiguous value for argument|Sweep parameters) '([^'=]+)=(.*)'", text)
+    if match is None:
+        return None
+    key, value = match[1], match[2]
+    as_list = f" ({key}=[{value}] for a list)" if text.startswith("Ambiguous") else ""
+    return (
+        f"{key.lstrip('+~')}: {value!r} is a sweep; add -m to run one job per value, or give one "
+        f"value{as_list}"
+    )
 
 
 def _precheck_hydra_mode(args: list[str]) -> str | None:

@@ -55,6 +55,7 @@ ATTRIBUTES = [
         for name in ("_checkpoint_state", "_load_checkpoint_state")
     ),
     ("omegaconf", "DictConfig._get_node", "xdrl/config_check.py"),
+    ("hydra._internal.utils", "get_args_parser", "xdrl/cli.py (_hydra_flags)"),
     ("atexit", "_run_exitfuncs", "xdrl/cli.py (exit_without_teardown)"),
     ("threading", "_shutdown", "xdrl/cli.py (exit_without_teardown)"),
     ("torchrl.envs.batched_envs", "BatchedEnvBase", "xdrl/env_state.py"),

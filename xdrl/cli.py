@@ -445,8 +445,9 @@ def exit_without_teardown(code: int | str | None) -> NoReturn:
 
 def run_command(args: list[str]) -> None:
     """A fast ``--help``; single runs get their overrides and every value checked first, so a
-    typo or a bad value is one line on stderr (exit 2) and no run dir is made; everything else
-    goes through Hydra."""
+    typo or a bad value is one line on stderr (exit 2) and no run dir is made; sweeps (``-m``)
+    and Hydra's printing modes (``--cfg``, ``--info``) get the same line for a typo (a sweep
+    also for a missing launcher or sweeper extra); then Hydra runs the command."""
     if "--help" in args or "-h" in args:
         print(_fast_help([a for a in args if a not in ("--help", "-h")]))
         return

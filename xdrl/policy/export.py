@@ -134,8 +134,8 @@ def _batch_generic(program: Any) -> torch.fx.GraphModule:
     """The exported graph as a module whose trace takes any batch size.
 
     ``torch.jit.trace`` bakes the ints that ``aten.sym_size`` and ATen overloads (``aten.reshape
-    .default``) give it: a policy that reshapes by its batch size (the Nature CNN, the one-hot
-    encoding) then only takes the example's. ``Tensor.size`` and the public ``torch`` functions
+    .default``) give it: a policy that reshapes by its batch size (the Nature CNN) then only
+    takes the example's. ``Tensor.size`` and the public ``torch`` functions
     are recorded with the size as a graph value, so those nodes are swapped for them."""
     module = program.module()
     sizes: set[torch.fx.Node] = set()
@@ -148,8 +148,9 @@ def _batch_generic(program: Any) -> torch.fx.GraphModule:
             continue
         inputs: list[Any] = []
         torch.fx.node.map_arg((node.args, node.kwargs), inputs.append)
-        if isinstance(node.target, torch._ops.OpOverload) and sizes.intersection(inputs):
-            public = getattr(torch, node.target.overloadpacket.__name__, None)
+        packet = getattr(node.target, "overloadpacket", None)  # an ATen overload's op
+        if packet is not None and sizes.intersection(inputs):
+            public = getattr(torch, packet.__name__, None)
             node.target = public if public is not None else node.target
     module.recompile()
     return module

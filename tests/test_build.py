@@ -68,3 +68,33 @@ def test_bad_values_raise_a_config_error_naming_the_key(make_cfg, override: str,
     with pytest.raises(ConfigError) as err:
         build_trainer(make_cfg(override, "logging=none"))
     assert str(err.value).startswith(key)
+
+
+def test_torchrl_collector_counts_the_warm_up_in_agent_steps(make_cfg) -> None:
+    """On TorchRL's Collector path (Atari with serial batching) the warm-up and budget reach
+    the collector in agent steps: frames / frame_skip, as the Trainer counts frames."""
+    from torchrl.collectors import Collector
+
+    cfg = make_cfg(
+        "experiment=atari_dqn",
+        "env.batching=serial",
+        "env.num_envs=2",
+        "frames_per_batch=8",
+        "total_frames=400",
+        "algorithm.build.init_random_frames=100",
+        "algorithm.build.buffer_size=all",
+        "logging=none",
+        "eval=none",
+        "checkpoint=none",
+    )
+    run = build_trainer(cfg)
+    try:
+        collector = run.trainer.collector
+        assert type(collector) is Collector
+        assert cfg.env.frame_skip == 4
+        assert collector.init_random_frames == 25  # 100 frames / 4 frames per agent step
+        assert collector.total_frames == 104  # 416 frames (13 batches of 32) / 4
+        storage = run.trainer._modules["replay_buffer"].replay_buffer.storage
+        assert storage.max_size == 104  # buffer_size: all = one transition per agent step
+    finally:
+        run.close()

@@ -108,10 +108,12 @@ def test_sum_reduction_moves_a_sampled_q_value_by_twice_lr_times_its_td_error() 
     env.close()
 
 
-def test_buffer_all_keeps_every_frame_of_the_run() -> None:
+def test_buffer_all_keeps_every_agent_step_of_the_run() -> None:
     env = make_env("CartPole-v1", num_envs=2, seed=0)
     parts = build(env, frames_per_batch=64, total_frames=3_000, buffer_size="all")
     assert parts.modules["replay_buffer"].replay_buffer.storage.max_size == 3_000
+    skipped = build(env, frames_per_batch=64, total_frames=3_000, frame_skip=4, buffer_size="all")
+    assert skipped.modules["replay_buffer"].replay_buffer.storage.max_size == 750  # 3000 / 4
     with pytest.raises(ConfigError, match="buffer_size: all needs total_frames"):
         build(env, frames_per_batch=64, buffer_size="all")
     env.close()

@@ -121,6 +121,8 @@ def build_algorithm(cfg: DictConfig, env: Any) -> AlgorithmParts:
         params = {}  # type: ignore[assignment]
     if "total_frames" in params:
         extra["total_frames"] = cfg.total_frames
+    if "frame_skip" in params:
+        extra["frame_skip"] = cfg.env.frame_skip
     return _instantiate(
         cfg.algorithm.build,
         "algorithm.build",
@@ -181,13 +183,14 @@ def build_collector(cfg: DictConfig, env: Any, parts: AlgorithmParts) -> Any:
             device=cfg.device,
             frame_skip=cfg.env.frame_skip,
         )
+    skip = cfg.env.frame_skip  # TorchRL's Collector counts agent steps; xdrl's budgets are frames
     return Collector(
         env,
         parts.policy,
         frames_per_batch=cfg.frames_per_batch,
-        total_frames=cfg.total_frames,
+        total_frames=-(-cfg.total_frames // skip),
         device=cfg.device,
-        init_random_frames=parts.init_random_frames,
+        init_random_frames=-(-parts.init_random_frames // skip),
         exploration_type=ExplorationType.RANDOM,
         track_traj_ids=False,  # nothing reads traj_ids; skipping them saves ~20% of collection
     )

@@ -102,6 +102,7 @@ SUPPLIED = {
         "frames_per_batch": "frames_per_batch",
         "device": "device",
         "total_frames": "total_frames",  # only to builders that take it (DQN's buffer_size: all)
+        "frame_skip": "env.frame_skip",  # only to builders that take it (DQN's buffer_size: all)
     },
 }
 # Evaluation metric names (xdrl.trainer_hooks.logging._common; not imported: it imports torch).

@@ -66,6 +66,7 @@ def build(
     frames_per_batch: int,
     device: str = "cpu",
     total_frames: int | None = None,
+    frame_skip: int = 1,
     q_cells: Cells = (64, 64),
     q_bias: bool = True,
     q_init: FiniteFloat | Literal["auto"] | None = None,
@@ -91,7 +92,8 @@ def build(
     """Build DQN for ``env`` (discrete actions only); image observations get a Nature CNN
     torso, and frame stacks a replay buffer that stores each frame once.
 
-    ``total_frames`` (supplied by xdrl) sizes ``buffer_size: all``. ``q_init`` sets every
+    ``total_frames`` and ``frame_skip`` (supplied by xdrl) size ``buffer_size: all`` in
+    transitions (one per agent step). ``q_init`` sets every
     Q-value at the start (see :func:`initialize_q`); ``auto`` takes ``q_init_bound`` (an upper
     bound of each objective's return, e.g. the env's ideal point) scalarized with the env's
     reward weights, an optimistic start. ``eval_epsilon`` is the exploration of the evaluation
@@ -139,7 +141,7 @@ def build(
         updater=updater,
         frames_per_batch=frames_per_batch,
         utd=utd,
-        buffer_size=_capacity(buffer_size, total_frames),
+        buffer_size=_capacity(buffer_size, total_frames, frame_skip),
         batch_size=batch_size,
         init_random_frames=init_random_frames,
         extra_hooks=[(None, ExplorationAnnealingHook(greedy))],
@@ -157,13 +159,14 @@ def evaluation_policy(
     return TensorDictSequential(actor, fixed)
 
 
-def _capacity(buffer_size: int | str, total_frames: int | None) -> int:
-    """The replay capacity: ``all`` keeps every frame of the run."""
+def _capacity(buffer_size: int | str, total_frames: int | None, frame_skip: int = 1) -> int:
+    """The replay capacity in transitions: ``all`` keeps every agent step of the run
+    (``total_frames`` counts emulator frames, ``frame_skip`` of them per step)."""
     if buffer_size != "all":
         return int(buffer_size)
     if total_frames is None:
         raise ConfigError(f"{KEY}.buffer_size", "all needs total_frames; set a number")
-    return int(total_frames)
+    return -(-int(total_frames) // frame_skip)
 
 
 def scalarization_weights(env) -> list[float] | None:

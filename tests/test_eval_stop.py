@@ -235,3 +235,28 @@ def test_no_stop_asked_changes_nothing() -> None:
     assert plain.shape == checked.shape == torch.Size([2, 8])  # 8 steps right: the end
     assert (plain["next", "reward"] == checked["next", "reward"]).all()
     env.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_xdrl_eval_stops_mid_episode_in_one_line(
+    tmp_path: Path, signum: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """xdrl-eval plays to eval.max_steps (200 here); a signal at its 30th step ends it there with
+    one line and exit 128 + signal, and the --json record is not written (c1ccce2: a
+    KeyboardInterrupt traceback for SIGINT; SIGTERM killed it without a word)."""
+    from xdrl.policy import eval_cli
+
+    run_dir = tmp_path / "run"
+    assert _train(run_dir, "eval=none") is None
+    capsys.readouterr()
+    user_envs.SIGNAL.update(signum=int(signum), after=30)
+    user_envs.STEPS.update(train=0, eval=0)
+    record = tmp_path / "record.json"
+    before = signal.getsignal(signum)
+    code = eval_cli.main([str(run_dir), "--episodes", "1", "--json", str(record)])
+    assert code == 128 + signum
+    assert _steps_after_signal() == {"train": 0, "eval": 0}
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"xdrl-eval: stopped by {signal.Signals(signum).name}; nothing written"]
+    assert not record.exists()
+    assert signal.getsignal(signum) is before  # the handler is put back

@@ -10,8 +10,11 @@ import argparse
 import importlib.util
 import json
 import os
+import signal
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,30 @@ def _parser() -> argparse.ArgumentParser:
 def _fail(message: str) -> int:
     print(f"{PROG}: {message}", file=sys.stderr)
     return 2
+
+
+class _Stopped(Exception):
+    """SIGINT or SIGTERM arrived while the command ran."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM end the command at the next Python instruction (an env step of an
+    episode that may run for minutes), as :class:`_Stopped`; the handlers are put back after."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stopped(signum)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _check_args(args: argparse.Namespace) -> str | None:
@@ -146,6 +173,26 @@ def _mode(flag: str | None, config: dict[str, Any]) -> tuple[bool, str]:
     return run_setting, f"the run's eval.deterministic={str(run_setting).lower()}"
 
 
+def _play(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """Load the run's policy and play its episodes: the record and where its mode came from."""
+    from xdrl.policy.evaluate import evaluate
+    from xdrl.policy.loading import load_run
+
+    policy = load_run(
+        args.run_dir,
+        args.checkpoint,
+        overrides=args.overrides,
+        num_envs=int(args.episodes),
+        seed=None if args.seed is None else int(args.seed),
+        render=args.video is not None,
+    )
+    deterministic, mode_from = _mode(args.mode, policy.config)
+    try:
+        return evaluate(policy, deterministic=deterministic, video=args.video), mode_from
+    finally:
+        policy.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; exit 2 with one line on bad input (nothing written)."""
     args = _parser().parse_intermixed_args(argv)
@@ -154,25 +201,15 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(problem)
 
     from xdrl.errors import ConfigError
-    from xdrl.policy.evaluate import evaluate
-    from xdrl.policy.loading import load_run
 
     try:
-        policy = load_run(
-            args.run_dir,
-            args.checkpoint,
-            overrides=args.overrides,
-            num_envs=int(args.episodes),
-            seed=None if args.seed is None else int(args.seed),
-            render=args.video is not None,
-        )
+        with _stop_on_signals():
+            record, mode_from = _play(args)
     except ConfigError as err:
         return _fail(f"config error: {err}")
-    deterministic, mode_from = _mode(args.mode, policy.config)
-    try:
-        record = evaluate(policy, deterministic=deterministic, video=args.video)
-    finally:
-        policy.close()
+    except _Stopped as stop:
+        print(f"{PROG}: stopped by {stop}; nothing written", file=sys.stderr)
+        return 128 + stop.signum
     record["mode_from"] = mode_from
     print(_summary(record))
     print(_table(record))

@@ -27,9 +27,10 @@ from torch import nn
 
 
 class OneHot(nn.Module):
-    """Integer observations (``[..., k]`` values) as the float32 one-hot vector of their joint
-    state, cell ``ravel_multi_index(value - low, counts)``: the torch form of
-    :class:`xdrl.observation_encoding.OneHotObservation`, so the encoding exports with the policy.
+    """Integer observations ``[batch, *shape]`` as the float32 one-hot vector of their joint
+    state (torch's ``one_hot`` of cell ``ravel_multi_index(value - low, counts)``): the torch form
+    of :class:`xdrl.observation_encoding.OneHotObservation`, so the encoding exports with the
+    policy. An observation outside the space raises in torch (ONNX gives a zero vector).
 
     Args:
         low: the lowest value of each of the ``k`` dimensions.
@@ -47,12 +48,11 @@ class OneHot(nn.Module):
         self.size = int(np.prod(counts_np))
         self.register_buffer("low", torch.as_tensor(np.asarray(low, dtype=np.int64).reshape(-1)))
         self.register_buffer("strides", torch.as_tensor(strides))
-        self.register_buffer("cells", torch.arange(self.size, dtype=torch.int64))
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         values = observation.flatten(1).to(torch.int64)
         index = ((values - self.get_buffer("low")) * self.get_buffer("strides")).sum(-1)
-        return (index.unsqueeze(-1) == self.get_buffer("cells")).to(torch.float32)
+        return nn.functional.one_hot(index, self.size).to(torch.float32)
 
 
 class DeterministicPolicy(nn.Module):

@@ -30,7 +30,7 @@ class OneHot(nn.Module):
     """Integer observations ``[batch, *shape]`` as the float32 one-hot vector of their joint
     state (torch's ``one_hot`` of cell ``ravel_multi_index(value - low, counts)``): the torch form
     of :class:`xdrl.observation_encoding.OneHotObservation`, so the encoding exports with the
-    policy. An observation outside the space raises in torch (ONNX gives a zero vector).
+    policy. An observation outside the space raises in torch.
 
     Args:
         low: the lowest value of each of the ``k`` dimensions.

@@ -491,5 +491,8 @@ def fast_rollouts(env: EnvBase) -> EnvBase:
         and not isinstance(env, VectorEnv)
         and isinstance(env.base_env, VectorGymEnv)
     ):
-        return VectorEnv(env.base_env, env.transform)
+        from xdrl.envs import quiet_vecnorm_note
+
+        with quiet_vecnorm_note():  # re-attaching a VecNormV2 repeats its note
+            return VectorEnv(env.base_env, env.transform)
     return env

@@ -46,6 +46,7 @@ KNOWN_FAMILIES = {
     "crafter": ("crafter", "crafter"),
 }
 ATARI_EXTRA = "pip install 'xdrl[atari]'"
+VECNORM_BATCHED_WARNING = "Support of VecNormV2 for containers with non-empty batch-size"
 SUPPORTED_OBSERVATIONS = (
     "flat Box observations (a vector of numbers, e.g. CartPole's Box(4,)) and Box images "
     "(3-D, e.g. Atari's Box(0, 255, (210, 160, 3), uint8))"
@@ -263,6 +264,26 @@ def _quiet() -> Iterator[None]:
         os.close(saved)
 
 
+@contextlib.contextmanager
+def quiet_vecnorm_note() -> Iterator[None]:
+    """Without TorchRL's note that ``VecNormV2`` on a batched env is "experimental", printed
+    at every env build with ``normalize_observations`` (a training env, its evaluation env, its
+    fast-rollout copy): xdrl's use of it (one set of statistics over the batch, shared frozen
+    with the evaluation env) is tested in tests/test_observation_norm.py. Other warnings pass."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", VECNORM_BATCHED_WARNING, UserWarning)
+        yield
+
+
+def _offscreen_sdl() -> None:
+    """Off-screen rendering through SDL (pygame's envs: deep-sea-treasure, CartPole...): no
+    display, and no sound device, whose probe prints eight ``ALSA lib ... cannot find card`` lines
+    on stderr on a machine without one (an evaluation video of deep-sea-treasure did). A value the
+    user set is kept."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
 def _missing_dependency(env_id: str, error: Exception) -> ConfigError:
     text = str(error)
     for module, extra in _EXTRA_FOR_MISSING.items():
@@ -296,7 +317,7 @@ def _make_base(
         kwargs["max_episode_steps"] = max_episode_steps
     if render:
         kwargs["render_mode"] = "rgb_array"
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # off-screen frames need no display
+        _offscreen_sdl()
     common = {"categorical_action_encoding": True, "frame_skip": frame_skip, "device": device}
     try:
         if observation_encoding != "none" or wrap is not None:  # wrapped before TorchRL sees it
@@ -340,7 +361,7 @@ def _make_vector(
         kwargs["max_episode_steps"] = max_episode_steps
     if render:
         kwargs["render_mode"] = "rgb_array"
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        _offscreen_sdl()
     try:
         return VectorGymEnv(
             env_id,
@@ -570,7 +591,8 @@ def build_env(
         transforms.append(
             VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-6, reduce_batch_dims=True)
         )
-    env = TransformedEnv(base, Compose(*transforms))  # evaluation: xdrl.collector.fast_rollouts
+    with quiet_vecnorm_note():
+        env = TransformedEnv(base, Compose(*transforms))  # evaluation: collector.fast_rollouts
     if seed is not None:
         env.set_seed(seed)
     return env

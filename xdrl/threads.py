@@ -1,6 +1,7 @@
 """``num_threads: auto``: pick torch's intra-op thread count from the network widths and cores.
 
-Rule: 1 thread when the widest hidden layer is under 128 units or one core is available;
+Rule: 1 thread when the widest hidden layer is under 128 units or one core is available (the
+Nature CNN of ``encoder: cnn`` counts as its 512-unit layer: its convolutions are wide work);
 otherwise ``min(cores, 2)``, where ``cores`` is what :func:`available_cores` finds this process
 may use: CPU affinity capped by a cgroup CPU quota and, on an unpinned process, by the cores
 other processes leave idle (:func:`busy_cpus`: /proc/stat sampled over a quarter second; the
@@ -21,6 +22,12 @@ Measured on the 2-core machine (November 2026, quiet, A/B alternated):
   after an SB3 run had ended on a quiet machine, so ``auto`` picked 1 thread and the SAC run above
   went at 121 frames/s instead of 175 (same command, ``num_threads=1`` vs ``2``, back to back).
 - 64x64 PPO (CartPole, RL-Zoo settings): 1 thread is fastest.
+- Atari PPO (Nature CNN; ``scripts/bench_threads.py``, 8,192 frames, medians of 3, November 26,
+  the machine shared with other jobs throughout): beside one busy loop, 2 threads 105 frames/s
+  against ``auto`` (1 thread) 612; with only other jobs (load average 4.5-6.9) 188 against 741.
+  In a lighter moment (load ~2, one other test running) 2 threads ran 1,940 and ``auto``, whose
+  start-up sample saw that test and picked 1, ran 1,120: a wrong 1 costs up to ~2x, a wrong 2
+  beside work 4-6x. Atari DQN beside a busy loop (2 rounds): 2 threads 430, ``auto`` (1) 959.
 Only two cores were available to measure, so the cap at 2 is what was seen, not a bound proven
 for larger machines.
 """
@@ -34,6 +41,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 WIDE = 128  # hidden width from which a second thread pays off (256 does, 64 does not)
+CNN_WIDTH = 512  # the Nature CNN's feature layer (xdrl.algorithms.encoders.FEATURES)
 MAX_AUTO_THREADS = 2  # the most threads `auto` picks: the largest count measured to help
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")  # this process's cgroup path per hierarchy
@@ -63,9 +71,14 @@ def resolve_num_threads(value: int | str, hidden_sizes: Iterable[int], cores: in
 
 
 def hidden_sizes(build_cfg) -> list[int]:
-    """Every hidden layer size in an algorithm's build config (its ``*_cells`` keys)."""
+    """Every hidden layer size in an algorithm's build config (its ``*_cells`` keys), and the
+    Nature CNN's 512-unit layer where ``encoder: cnn`` asks for it (Atari presets): its
+    convolutions are work a second thread shares, whatever the small MLP heads' widths."""
     cells = [v for k, v in build_cfg.items() if str(k).endswith("_cells")]
-    return [int(n) for layers in cells for n in layers]
+    sizes = [int(n) for layers in cells for n in layers]
+    if build_cfg.get("encoder") == "cnn":  # only the pixel-capable algorithms have the key
+        sizes.append(CNN_WIDTH)
+    return sizes
 
 
 def available_cores(

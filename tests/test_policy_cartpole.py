@@ -98,6 +98,7 @@ def test_eval_best_checkpoint_and_json_shape(cartpole_run: Path, tmp_path: Path)
         "frames",
         "episodes",
         "deterministic",
+        "mode_from",
         "return_mean",
         "return_std",
         "returns",
@@ -107,6 +108,7 @@ def test_eval_best_checkpoint_and_json_shape(cartpole_run: Path, tmp_path: Path)
     assert record["frames"] == int(best.split("-")[1])
     assert record["episodes"] == 5 and len(record["returns"]) == len(record["lengths"]) == 5
     assert record["deterministic"] is True
+    assert record["mode_from"] == "the run's eval.deterministic=true"
     # CartPole pays 1 per step: each return is its episode's length
     assert record["returns"] == [float(n) for n in record["lengths"]]
     assert record["return_mean"] == pytest.approx(np.mean(record["returns"]))

@@ -416,15 +416,19 @@ class _Hook:
 
 
 class _Evaluation:
-    """Stands in for LoggingEvaluationHookSet: hooks with a count, the latest metrics."""
+    """Stands in for LoggingEvaluationHookSet: hooks with a count, the latest metrics, the frames
+    of the latest complete evaluation."""
 
     def __init__(self) -> None:
         self.hooks = [_Hook()]
         self.last_metrics: dict[str, float] = {}
+        self.last_eval_frames = 0
+        self.interrupted_at: int | None = None  # no evaluation interrupted
 
-    def evaluate(self, value: float) -> None:
+    def evaluate(self, value: float, frames: int = 0) -> None:
         self.hooks[0].num_evaluations += 1
         self.last_metrics = {METRIC: value}
+        self.last_eval_frames = frames
 
 
 class _Trainer:
@@ -446,7 +450,7 @@ def test_history_records_each_evaluation_once(tmp_path: Path) -> None:
     for frames in (256, 512, 768):
         trainer.collected_frames = frames
         if frames != 512:  # no evaluation due at 512
-            evaluation.evaluate(frames / 100)
+            evaluation.evaluate(frames / 100, frames)
         history(None)
     records = read_evaluations(tmp_path / EVALUATIONS_FILE)
     assert [(r["frames"], r[METRIC]) for r in records] == [(0, 1.0), (256, 2.56), (768, 7.68)]
@@ -461,12 +465,13 @@ def test_history_resumed_keeps_records_up_to_the_checkpoint(tmp_path: Path) -> N
     )
     evaluation, trainer = _Evaluation(), _Trainer(512)
     evaluation.hooks[0].num_evaluations = 3  # restored from the checkpoint
+    evaluation.last_eval_frames = 512
     history = EvaluationHistory(tmp_path, evaluation)  # type: ignore[arg-type]
     history.register(trainer)  # type: ignore[arg-type]
     history.setup()
     assert [r["frames"] for r in read_evaluations(path)] == [0, 256, 512]
     trainer.collected_frames = 768
-    evaluation.evaluate(99.0)
+    evaluation.evaluate(99.0, 768)
     history(None)
     records = read_evaluations(path)
     assert [r["frames"] for r in records] == [0, 256, 512, 768] and records[-1][METRIC] == 99.0

@@ -65,7 +65,9 @@ def _last_logged_step(run_dir: Path) -> int:
     return rows[-1][0] if rows else -1
 
 
-def _kill_after_logging_past_a_checkpoint(args: list[str], cwd: Path, run_dir: Path) -> None:
+def _kill_after_logging_past_a_checkpoint(
+    args: list[str], cwd: Path, run_dir: Path, budget: int = BUDGET
+) -> None:
     """SIGKILL once the run has logged steps past its latest checkpoint: the restart must neither
     write those steps twice nor anything else in their place (the old race: killed at a
     checkpoint on a quiet machine, a little later on a busy one). The killed run has a budget
@@ -82,7 +84,7 @@ def _kill_after_logging_past_a_checkpoint(args: list[str], cwd: Path, run_dir: P
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     frames = _frames(_checkpoints(run_dir)[-1])
-    assert frames < BUDGET, "killed too late to test a resume"
+    assert frames < budget, "killed too late to test a resume"
 
 
 def _frames(checkpoint: Path) -> int:
@@ -96,36 +98,39 @@ def _strictly_increasing(steps: list[int]) -> bool:
 @pytest.mark.parametrize("logging", ["csv", "wandb"])
 def test_sigkill_then_restart_resumes_without_duplicate_steps(tmp_path: Path, logging: str) -> None:
     run_dir = tmp_path / "run"
-    # checkpoints at 1024 and 2048: three logged iterations between them for the kill to land in
+    # checkpoints at 1024, 2048, ...: three logged iterations between two for the kill to land
+    # in; the restart's budget leaves 27 batches after the first for a slow poll to notice it
+    budget = 4 * BUDGET
     args = [
-        *ARGS,
+        *[a for a in ARGS if not a.startswith("total_frames=")],
+        f"total_frames={budget}",
         "checkpoint.interval_frames=1000",
         f"logging={logging}",
         f"hydra.run.dir={run_dir}",
     ]
-    _kill_after_logging_past_a_checkpoint(args, tmp_path, run_dir)
+    _kill_after_logging_past_a_checkpoint(args, tmp_path, run_dir, budget)
 
     result = run_cli(args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     summary = read_summary(run_dir)
     assert summary["status"] == "completed"
-    assert summary["total_frames"] == BUDGET
+    assert summary["total_frames"] == budget
     assert "resumed_from" in summary
 
     if logging == "csv":
         scalars = read_scalars(run_dir / "logs")
-        assert scalars["counters/total_frames"][-1] == (BUDGET, BUDGET)
+        assert scalars["counters/total_frames"][-1] == (budget, budget)
         for name, rows in scalars.items():
             assert _strictly_increasing([s for s, _ in rows]), name
         # counters continue from the checkpoint: one row per 256-frame batch, no gap but the lost
         steps = [s for s, _ in scalars["counters/total_frames"]]
-        assert steps[0] == 0 and steps[-1] == BUDGET
+        assert steps[0] == 0 and steps[-1] == budget
     else:
         runs = offline_runs(run_dir)
         assert len(runs) == 2, runs
         rows = [row for run in runs for row in read_history(run)]
         assert _strictly_increasing([row["_step"] for row in rows])
-        assert rows[-1]["counters/total_frames"] == BUDGET
+        assert rows[-1]["counters/total_frames"] == budget
         assert {read_history(r)[0]["_step"] for r in runs[1:]} != {0}
 
 

@@ -38,6 +38,8 @@ WARM_IMPORTS = (
     "hydra",
     "omegaconf",
 )
+# Variables the warm imports set in os.environ; a child's environment is the request's plus these.
+IMPORT_ENV: dict[str, str] = {}
 
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
@@ -56,8 +58,11 @@ def serve(path: str) -> dict:
     Each request gets a handler (a fork) that forks the run, reports its pid, waits for it and
     reports its exit code, so that runs overlap as real processes do (a test may start a second
     run while the first is going)."""
+    before = dict(os.environ)
     for name in WARM_IMPORTS:
         import_module(name)
+    # what the imports set (gymnasium: PYGAME_HIDE_SUPPORT_PROMPT), as a cold process has it
+    IMPORT_ENV.update({k: v for k, v in os.environ.items() if before.get(k) != v})
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".tmp")
     listener.listen(8)
@@ -103,6 +108,7 @@ def run(request: dict) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    os.environ.update(IMPORT_ENV)
     sys.argv = [request["script"], *request["args"]]
     module, _, function = request["entry_point"].partition(":")
     sys.exit(getattr(import_module(module), function)())

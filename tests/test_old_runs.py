@@ -1,0 +1,90 @@
+"""Runs written by an earlier xdrl keep working: a run dir written before the package layout
+moved (tests/fixtures/runs/cartpole_ppo_v1, made with ``xdrl-train experiment=cartpole_ppo
+total_frames=1024 eval.interval_frames=512 eval.episodes=2 checkpoint.interval_frames=512
+checkpoint.keep_last=1 checkpoint.keep_best=false`` at 1df069d) still evaluates, exports and
+resumes; the saved state of an Atari env of that time (atari_ppo_v1: the checkpoint's config and
+its ``env_state`` component, which pickles xdrl's Atari wrappers by module path) still loads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import REPO, missing_extra, read_summary, run_cli, run_script
+
+FIXTURES = REPO / "tests" / "fixtures" / "runs"
+# the overrides the fixture was written with (a resume must not change them)
+CARTPOLE_ARGS = [
+    "experiment=cartpole_ppo",
+    "seed=0",
+    "logging=csv",
+    "eval.interval_frames=512",
+    "eval.episodes=2",
+    "checkpoint.interval_frames=512",
+    "checkpoint.keep_last=1",
+    "checkpoint.keep_best=false",
+]
+
+
+@pytest.fixture
+def old_run(tmp_path: Path) -> Path:
+    """A copy of the old CartPole run dir (the fixture itself stays as written)."""
+    return Path(shutil.copytree(FIXTURES / "cartpole_ppo_v1", tmp_path / "run"))
+
+
+def test_an_old_run_dir_evaluates(old_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "eval.json"
+    result = run_script(
+        "xdrl-eval", [str(old_run), "--episodes", "2", "--json", str(out)], cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = json.loads(out.read_text())
+    assert record["frames"] == 1024 and record["checkpoint"].endswith("checkpoint-000000001024")
+    assert record["episodes"] == 2 and record["returns"] == [float(n) for n in record["lengths"]]
+    assert min(record["lengths"]) >= 8  # CartPole lasts at least 8 steps
+
+
+def test_an_old_run_dir_exports_to_onnx(old_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "policy.onnx"
+    result = run_script(
+        "xdrl-export", [str(old_run), "--format", "onnx", "--out", str(out)], cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert out.stat().st_size > 0
+
+
+def test_an_old_run_dir_resumes(old_run: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        [*CARTPOLE_ARGS, "total_frames=2048", f"hydra.run.dir={old_run}"], cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = read_summary(old_run)
+    assert summary["status"] == "completed" and summary["total_frames"] == 2048
+    assert "checkpoint-000000001024" in summary["resumed_from"]
+
+
+@pytest.mark.skipif(missing_extra("atari") is not None, reason="needs the atari extra")
+def test_an_old_atari_env_state_loads() -> None:
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from xdrl.env_state import EnvState, gym_envs
+    from xdrl.policy.run_dir import saved_config
+
+    config = saved_config(FIXTURES / "atari_ppo_v1")
+    env = instantiate(OmegaConf.create(config["env"]))(num_envs=1, seed=0, device="cpu")
+    try:
+        fresh = [e.unwrapped.ale.getFrameNumber() for e in gym_envs(env) or []]
+        state = EnvState(env, None)
+        blob = torch.load(FIXTURES / "atari_ppo_v1" / "env_state.pt", weights_only=False)
+        state.load_state_dict(blob)
+        assert state.train_restored and state.approximate is None
+        # the emulator of the saved run (4,096 frames trained, plus no-op and fire resets)
+        restored = [e.unwrapped.ale.getFrameNumber() for e in gym_envs(env) or []]
+        assert fresh[0] < 100 and restored == [4579]
+    finally:
+        env.close()

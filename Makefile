@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # workers on two cores halve the wall time; one file stays on one worker (module fixtures).
 TEST_WORKERS ?= 2
 
-.PHONY: install train test test-all test-slurm lint format bench slurm-start slurm-stop clean
+.PHONY: install train test test-all test-slurm lint format docs bench slurm-start slurm-stop clean
 
 install: $(STAMP)
 
@@ -44,6 +44,10 @@ lint: install
 	$(BIN)/ruff format --check xdrl hydra_plugins tests scripts
 	$(BIN)/mypy
 
+## The documentation site (docs/, mkdocs.yml) into site/; warnings (a broken link or reference) are errors.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 format: install
 	$(BIN)/ruff format xdrl hydra_plugins tests scripts
 	$(BIN)/ruff check --fix xdrl hydra_plugins tests scripts
@@ -58,4 +62,4 @@ slurm-stop:
 	bash scripts/local-slurm.sh stop
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .ruff_cache .mypy_cache

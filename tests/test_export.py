@@ -1,7 +1,7 @@
 """xdrl-export and load_policy: ONNX / pt2 / TorchScript files act as the torch policy on env
 observations (discrete equal, continuous within 1e-5 and inside the action bounds, normalization
 inside), for every algorithm and observation kind that trains (vector, one-hot, image,
-multi-objective), and README's onnxruntime examples run as written."""
+multi-objective), and the policy guide's (docs/policy.md) onnxruntime examples run as written."""
 
 from __future__ import annotations
 
@@ -389,9 +389,9 @@ def test_torchscript_export_keeps_stderr_quiet(ppo_run: Path, tmp_path: Path) ->
     assert "TracerWarning" not in result.stderr, result.stderr
 
 
-def _readme_example(marker: str) -> str:
-    """The README ```python block that contains ``marker``."""
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+def _guide_example(marker: str) -> str:
+    """The ```python block of the policy guide (docs/policy.md) that contains ``marker``."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "policy.md").read_text(), re.S)
     (block,) = [b for b in blocks if marker in b]
     return block
 
@@ -410,20 +410,20 @@ def _run_example(code: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_readme_onnxruntime_example_runs_as_written(ppo_run: Path, tmp_path: Path) -> None:
+def test_guide_onnxruntime_example_runs_as_written(ppo_run: Path, tmp_path: Path) -> None:
     result = _export(ppo_run, "onnx", tmp_path / "policy.onnx")
     assert result.returncode == 0, result.stderr
-    code = _readme_example('gym.make("CartPole-v1"')
+    code = _guide_example('gym.make("CartPole-v1"')
     ran = _run_example(code, tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
 
 
-def test_readme_atari_example_plays_a_game(trained, tmp_path: Path) -> None:
-    """README's Atari example, with a time limit of 2,000 emulator frames so that a tiny
+def test_guide_atari_example_plays_a_game(trained, tmp_path: Path) -> None:
+    """The policy guide's Atari example, with a time limit of 2,000 emulator frames so that a tiny
     policy's game ends quickly."""
     result = _export(trained("atari-ppo"), "onnx", tmp_path / "policy.onnx")
     assert result.returncode == 0, result.stderr
-    code = _readme_example("AtariPreprocessing")
+    code = _guide_example("AtariPreprocessing")
     assert code.count("frameskip=1)") == 1
     code = code.replace("frameskip=1)", "frameskip=1, max_episode_steps=2000)")
     ran = _run_example(code, tmp_path)

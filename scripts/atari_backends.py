@@ -1,5 +1,5 @@
 """Agent steps/s of the two Atari backends xdrl could use (the measurement behind
-``xdrl/atari.py``): gymnasium's ``AtariPreprocessing`` + ``FrameStackObservation`` on 8 games
+``xdrl/envs/atari.py``): gymnasium's ``AtariPreprocessing`` + ``FrameStackObservation`` on 8 games
 stepped in one Python loop (what xdrl's ``VectorGymEnv`` does), and ale-py's C++
 ``AtariVectorEnv`` of 8 games at 1 and 2 threads; Breakout, random actions, sticky actions on,
 alternated twice in one process.

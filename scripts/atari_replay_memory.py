@@ -21,8 +21,8 @@ import time
 import torch
 
 from xdrl.algorithms.dqn import build
-from xdrl.atari import make_atari_env
-from xdrl.collector import VectorCollector
+from xdrl.envs.atari import make_atari_env
+from xdrl.lean.collector import VectorCollector
 
 
 def main() -> None:

@@ -437,7 +437,7 @@ def _xdrl_eval_time(weights: str, seed: int, batching: str, episodes: int) -> di
     import torch
 
     from xdrl.algorithms.ppo import build
-    from xdrl.envs import make_env
+    from xdrl.envs.factory import make_env
     from xdrl.trainer_hooks.logging import LoggingEvaluationMetricsHook
 
     torch.set_num_threads(1)
@@ -521,8 +521,8 @@ def hook_overhead(seeds: list[int], quick: bool) -> dict[str, Any]:
     from hydra import compose, initialize_config_module
     from omegaconf import open_dict
 
-    from xdrl.build import build_trainer
-    from xdrl.process import setup_process
+    from xdrl.run.process import setup_process
+    from xdrl.training.build import build_trainer
 
     frames = 5_120 if quick else 10_240
     reps = max(3, len(seeds))

@@ -6,7 +6,7 @@ back for the TorchRL piece it replaces, then trains it; the variants run in turn
 times, so a machine's load affects them alike. Reported: median frames/s per variant and its
 ratio to ``xdrl`` (everything on).
 
-- ``collector``: TorchRL's ``Collector`` instead of ``xdrl.collector.VectorCollector``;
+- ``collector``: TorchRL's ``Collector`` instead of ``xdrl.lean.collector.VectorCollector``;
 - ``loss``: TorchRL's ``ClipPPOLoss`` instead of ``LeanClipPPOLoss``;
 - ``trainer``: TorchRL's ``Trainer`` instead of ``XdrlTrainer`` (per-step loss averaging);
 - ``stepper``: TorchRL's gradient norm (per-parameter clipping, Python float) in the stepper;
@@ -175,10 +175,10 @@ def swapped(variant: str) -> Iterator[None]:
             return DefaultOptimizationStepper.step(self, trainer, sub_batch).detach()
 
     patches = {
-        "collector": [mock.patch("xdrl.build.fits", lambda *a, **k: False)],
+        "collector": [mock.patch("xdrl.training.build.fits", lambda *a, **k: False)],
         "loss": [mock.patch("xdrl.algorithms.ppo.LeanClipPPOLoss", ClipPPOLoss)],
-        "trainer": [mock.patch("xdrl.build.XdrlTrainer", Trainer)],
-        "stepper": [mock.patch("xdrl.build.DetachedOptimizationStepper", TorchRLNorm)],
+        "trainer": [mock.patch("xdrl.training.build.XdrlTrainer", Trainer)],
+        "stepper": [mock.patch("xdrl.training.build.DetachedOptimizationStepper", TorchRLNorm)],
         "optimizer": [optimizer_patch()],
     }
     patches["torchrl"] = [
@@ -196,8 +196,8 @@ def run_once(
     variant: str, seed: int, frames: int, workload: str = "ppo", threads: int = 1
 ) -> float:
     """Train one variant in process; its frames/s from summary.json."""
-    from xdrl.process import setup_process
-    from xdrl.run import run
+    from xdrl.run.lifecycle import run
+    from xdrl.run.process import setup_process
 
     run_dir = Path(tempfile.mkdtemp(prefix=f"xdrl-ablation-{variant}-"))
     extra = []

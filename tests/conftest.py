@@ -61,7 +61,8 @@ def compose_config(overrides: list[str], run_dir: Path) -> DictConfig:
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread() -> None:
     """In-process training runs with one torch thread, as ``num_threads: auto`` gives the small
-    test networks from the console script (which the in-process ``xdrl.run.run`` skips): two
+    test networks from the console script (which the in-process ``xdrl.run.lifecycle.run`` skips):
+    two
     pytest workers with torch's default of one thread per core each oversubscribed the two
     cores, and a 256-frame SAC preset took 94-120 s instead of about 1 s."""
     import torch

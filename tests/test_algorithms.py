@@ -14,10 +14,10 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-import xdrl.run
+import xdrl.run.lifecycle
 from tests.conftest import CONF, compose_config, missing_extra, read_summary
-from xdrl.config_check import check_config
-from xdrl.errors import ConfigError
+from xdrl.config.check import check_config
+from xdrl.config.errors import ConfigError
 
 DISCRETE_ALGORITHMS = ["ppo", "a2c", "dqn"]
 CONTINUOUS_ALGORITHMS = ["ppo", "a2c", "sac", "td3"]
@@ -101,7 +101,7 @@ def test_action_space_classification_matches_the_envs(tmp_path: Path) -> None:
     """CONTINUOUS_ENVS lists exactly the catalog envs with Box actions (new env files included)."""
     import mo_gymnasium  # noqa: F401  (registers the mo ids)
 
-    from xdrl.envs import register_ale
+    from xdrl.envs.factory import register_ale
 
     if importlib.util.find_spec("ale_py") is not None:
         register_ale()  # the ALE ids of env=atari
@@ -120,7 +120,7 @@ def test_algorithm_trains_on_env(
 ) -> None:
     _skip_if_missing(env_file)
     runs = []
-    build_trainer = xdrl.run.build_trainer
+    build_trainer = xdrl.run.lifecycle.build_trainer
 
     def recording_build(cfg, **kwargs):
         run_ = build_trainer(cfg, **kwargs)
@@ -128,13 +128,13 @@ def test_algorithm_trains_on_env(
         runs.append((run_, params))
         return run_
 
-    monkeypatch.setattr(xdrl.run, "build_trainer", recording_build)
+    monkeypatch.setattr(xdrl.run.lifecycle, "build_trainer", recording_build)
     run_dir = tmp_path / "run"
     cfg = compose_config(
         [f"algorithm={algorithm}", f"env={env_file}", *TINY, *ALGORITHM_OVERRIDES[algorithm]],
         run_dir,
     )
-    xdrl.run.run(cfg)
+    xdrl.run.lifecycle.run(cfg)
 
     summary = read_summary(run_dir)
     assert summary["status"] == "completed"
@@ -160,7 +160,7 @@ def test_incompatible_pair_fails_fast_naming_the_action_space(
     ]
     cfg = compose_config(overrides, tmp_path / "run")
     with pytest.raises(ConfigError) as info:
-        xdrl.run.run(cfg)
+        xdrl.run.lifecycle.run(cfg)
     assert info.value.key == "algorithm"
     needed = "continuous (Box)" if env_file not in CONTINUOUS_ENVS else "discrete"
     if env_file == "atari":  # images: the pre-check stops at the missing image encoder first
@@ -215,7 +215,7 @@ def test_whole_batch_minibatch_is_the_flattened_batch_and_matches_the_buffer() -
 
     from xdrl.algorithms.on_policy import WholeBatch, minibatch_buffer
     from xdrl.algorithms.ppo import build
-    from xdrl.envs import make_env
+    from xdrl.envs.factory import make_env
 
     whole = minibatch_buffer(12, 12, "algorithm.build.minibatch_size")
     assert isinstance(whole, WholeBatch)

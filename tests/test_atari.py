@@ -20,8 +20,8 @@ import gymnasium  # noqa: E402
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation  # noqa: E402
 
 from xdrl.algorithms.encoders import NatureCNN  # noqa: E402
-from xdrl.atari import make_atari_env  # noqa: E402
-from xdrl.envs import register_ale  # noqa: E402
+from xdrl.envs.atari import make_atari_env  # noqa: E402
+from xdrl.envs.factory import register_ale  # noqa: E402
 
 register_ale()
 
@@ -105,7 +105,7 @@ def test_uint8_frames_reach_the_network(tmp_path: Path) -> None:
     collection and in the loss (it scales by 1/255 itself)."""
     from xdrl.algorithms.dqn import build as build_dqn
     from xdrl.algorithms.ppo import build as build_ppo
-    from xdrl.collector import VectorCollector
+    from xdrl.lean.collector import VectorCollector
 
     env = make_atari_env("ALE/Breakout-v5", num_envs=2, seed=0)
     seen: list[torch.dtype] = []
@@ -183,7 +183,7 @@ def test_frame_replay_rebuilds_the_stored_stacks_exactly() -> None:
     """Every sampleable transition's two stacks equal the collector's, across episode ends and
     a ring that wrapped; 2 frames per transition against TorchRL's 8."""
     from xdrl.algorithms.dqn import build as build_dqn
-    from xdrl.collector import VectorCollector
+    from xdrl.lean.collector import VectorCollector
 
     env = make_atari_env("ALE/Breakout-v5", num_envs=2, seed=0, noop_max=3)
     parts = build_dqn(env, frames_per_batch=64, buffer_size=100, batch_size=8)
@@ -218,7 +218,7 @@ def test_precision_auto_is_fp32_and_bf16_hardware_is_read_from_the_cpu_flags(
 ) -> None:
     """``auto`` is fp32 (bf16 did not learn as well in a same-seed Breakout comparison);
     ``bf16`` is bf16; the CPU flags tell whether bf16 is native (a warning where it is not)."""
-    from xdrl.precision import cpu_has_bf16, resolve_precision
+    from xdrl.training.precision import cpu_has_bf16, resolve_precision
 
     with_bf16, without = tmp_path / "a", tmp_path / "b"
     with_bf16.write_text("processor: 0\nflags: fpu sse avx512f avx512_bf16\n")
@@ -262,7 +262,7 @@ def test_a_non_atari_image_env_trains_a_continuous_cnn_policy() -> None:
     on the Nature CNN."""
     pytest.importorskip("Box2D", reason="needs xdrl[box2d]")
     from xdrl.algorithms.ppo import build as build_ppo
-    from xdrl.envs import make_env
+    from xdrl.envs.factory import make_env
 
     env = make_env("CarRacing-v3", num_envs=2, batching="vector", seed=0, frame_stack=2)
     assert env.observation_spec["observation"].shape == (2, 2, 96, 96, 3)
@@ -329,7 +329,7 @@ def test_one_pass_gae_matches_torchrls_gae() -> None:
     targets, across episode ends inside the batch (life losses in Breakout)."""
     from xdrl.algorithms.on_policy import OnePassGAE
     from xdrl.algorithms.ppo import build as build_ppo
-    from xdrl.collector import VectorCollector
+    from xdrl.lean.collector import VectorCollector
 
     env = make_atari_env("ALE/Breakout-v5", num_envs=2, seed=1, noop_max=2)
     parts = build_ppo(env, frames_per_batch=256, minibatch_size=256, epochs=1)
@@ -351,7 +351,7 @@ def test_a_game_mid_episode_is_saved_and_restored_exactly() -> None:
     the checkpoint's pickle: the restored game plays on identically."""
     import pickle
 
-    from xdrl.env_state import dumps
+    from xdrl.training.env_state import dumps
 
     env = make_atari_env("ALE/Breakout-v5", num_envs=1, seed=0)
     game = env.base_env.envs[0]

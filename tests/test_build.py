@@ -6,9 +6,9 @@ import pytest
 
 from xdrl.algorithms.on_policy import StackedValueGAE
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
-from xdrl.build import build_trainer
-from xdrl.errors import ConfigError
+from xdrl.config.errors import ConfigError
 from xdrl.trainer_hooks.logging import LoggingHookSet
+from xdrl.training.build import build_trainer
 
 
 def _ops(trainer, stage: str) -> list:

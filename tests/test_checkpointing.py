@@ -13,7 +13,8 @@ import pytest
 import torch
 from torchrl.checkpoint import GlobalRNGState, StateDictCheckpointAdapter
 
-from xdrl.checkpointing import (
+from xdrl.run.lifecycle import _StopRequest
+from xdrl.training.checkpointing import (
     CHECKSUMS_FILE,
     CorruptCheckpoint,
     VerifiedCheckpoint,
@@ -21,8 +22,7 @@ from xdrl.checkpointing import (
     set_aside_previous_output,
     verify,
 )
-from xdrl.loggers import stable_run_id
-from xdrl.run import _StopRequest
+from xdrl.training.loggers import stable_run_id
 
 
 def _save(tmp_path: Path) -> tuple[Path, torch.nn.Linear]:

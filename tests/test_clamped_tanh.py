@@ -6,7 +6,7 @@ import pytest
 import torch
 from torchrl.modules.distributions.utils import safetanh_noeps
 
-from xdrl.algorithms.tanh_normal_actor import ClampedTanh
+from xdrl.lean.tanh_normal_actor import ClampedTanh
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -179,18 +179,6 @@ def test_fast_startup_commands_import_no_heavy_library(flag: str, tmp_path: Path
     assert not imported & {"torch", "torchrl", "tensordict", "wandb"}
 
 
-def test_help_does_not_import_heavy_libraries() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, xdrl.cli; "
-        "print(sorted(m for m in ('torch', 'torchrl', 'wandb') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
 def test_exit_without_teardown_keeps_what_a_normal_exit_does(tmp_path: Path) -> None:
     """Threads joined, a thread pool's exit callback run first (it wakes the thread the join
     waits for, as concurrent.futures and joblib's loky do), atexit handlers run, buffered output

@@ -10,8 +10,8 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from xdrl.algorithms import dqn, sac, td3
 from xdrl.algorithms.ppo import build
-from xdrl.collector import VectorCollector, VectorEnv, fast_rollouts, fits
-from xdrl.envs import make_env
+from xdrl.envs.factory import make_env
+from xdrl.lean.collector import VectorCollector, VectorEnv, fast_rollouts, fits
 
 
 def _batches(

@@ -9,7 +9,7 @@ import pytest
 from hydra.utils import instantiate
 
 from tests.conftest import CONF, compose_config, missing_extra, read_scalars, read_summary
-from xdrl.settings import (
+from xdrl.config.settings import (
     AlgorithmSettings,
     CheckpointSettings,
     EvalSettings,
@@ -91,7 +91,7 @@ def test_logging_file_instantiates(logging_file: str, tmp_path: Path, monkeypatc
 
 @pytest.mark.parametrize("group", ["algorithm", "eval", "checkpoint", "experiment"])
 def test_every_option_passes_the_pre_check(group: str, tmp_path: Path) -> None:
-    from xdrl.config_check import check_config
+    from xdrl.config.check import check_config
 
     for option in _options(group):
         check_config(compose_config([f"{group}={option}"], tmp_path))
@@ -115,7 +115,7 @@ OFF_POLICY = {"dqn", "sac", "td3"}  # their random warm-up must end inside the b
 def test_every_preset_trains_on_a_tiny_budget(preset: str, tmp_path: Path) -> None:
     import yaml
 
-    import xdrl.run
+    import xdrl.run.lifecycle
 
     text = (CONF / "experiment" / f"{preset}.yaml").read_text()
     defaults = yaml.safe_load(text)["defaults"]
@@ -129,7 +129,7 @@ def test_every_preset_trains_on_a_tiny_budget(preset: str, tmp_path: Path) -> No
         pytest.skip(f"needs xdrl[{missing}]")
     warm_up = ["algorithm.build.init_random_frames=128"] if algorithm in OFF_POLICY else []
     cfg = compose_config([f"experiment={preset}", *PRESET_BUDGET, *warm_up], tmp_path / "run")
-    xdrl.run.run(cfg)
+    xdrl.run.lifecycle.run(cfg)
     summary = read_summary(tmp_path / "run")
     env_id = yaml.safe_load((CONF / "env" / f"{env_file}.yaml").read_text())["id"]
     frames = 256 * cfg.env.frame_skip  # one batch of 256 agent steps (4 frames each on Atari)

@@ -1,4 +1,4 @@
-"""Every bad value is one line on stderr (exit 2) before anything heavy: ``xdrl.config_check``.
+"""Every bad value is one line on stderr (exit 2) before anything heavy: ``xdrl.config.check``.
 
 The table of bad values runs in process through the CLI's pre-check (what ``xdrl-train`` runs
 before Hydra makes a run dir); a few cases run ``xdrl-train`` end to end, and one subprocess runs
@@ -21,8 +21,8 @@ from hydra import compose, initialize_config_module
 
 from tests.conftest import CONF, REPO, SMALL, compose_config, read_scalars, run_cli
 from xdrl.cli import _precheck
-from xdrl.config_check import check_config, check_value, check_writable_dir, read_signature
-from xdrl.errors import ConfigError
+from xdrl.config.check import check_config, check_value, check_writable_dir, read_signature
+from xdrl.config.errors import ConfigError
 
 A_FILE = str(Path(__file__).resolve())  # a plain file that exists wherever the tests run
 USER_ENV = "tests.user_envs:XdrlCorridor-v0"  # a user's own env module (tests/user_envs.py)
@@ -433,20 +433,20 @@ def test_builder_signature_read_without_import_matches_type_hints(algorithm: str
     ["RunSettings", "AlgorithmSettings", "EvalSettings", "CheckpointSettings", "LoggingSettings"],
 )
 def test_settings_class_read_without_import_matches_type_hints(name: str) -> None:
-    import xdrl.settings
+    import xdrl.config.settings
 
-    read = read_signature(f"xdrl.settings.{name}")
+    read = read_signature(f"xdrl.config.settings.{name}")
     assert read is not None
-    hints = typing.get_type_hints(getattr(xdrl.settings, name), include_extras=True)
+    hints = typing.get_type_hints(getattr(xdrl.config.settings, name), include_extras=True)
     assert {key: param.annotation for key, param in read[0].items()} == hints
 
 
 def test_make_env_signature_is_read_too() -> None:
-    import xdrl.envs
+    import xdrl.envs.factory
 
-    read = read_signature("xdrl.envs.make_env")
+    read = read_signature("xdrl.envs.factory.make_env")
     assert read is not None
-    hints = typing.get_type_hints(xdrl.envs.make_env, include_extras=True)
+    hints = typing.get_type_hints(xdrl.envs.factory.make_env, include_extras=True)
     assert read[0]["num_envs"].annotation == hints["num_envs"]
 
 
@@ -478,7 +478,7 @@ def test_objective_names_per_objective_keys_on_multi_objective_envs(tmp_path: Pa
 
 
 def test_optuna_trial_fails_fast_on_an_objective_it_never_logs(tmp_path: Path, monkeypatch) -> None:
-    import xdrl.config_check as config_check
+    import xdrl.config.check as config_check
 
     monkeypatch.setattr(config_check, "_optuna_sweep", lambda: True)
     with pytest.raises(ConfigError, match="objective"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import compose_config, run_cli
-from xdrl.threads import hidden_sizes, resolve_num_threads
+from xdrl.run.threads import hidden_sizes, resolve_num_threads
 
 
 @pytest.mark.parametrize("preset", ["atari_ppo", "atari_dqn"])
@@ -50,7 +50,7 @@ def test_a_normalized_run_prints_no_vecnorm_note(tmp_path: Path) -> None:
 def test_the_filter_leaves_other_warnings_alone() -> None:
     import warnings
 
-    from xdrl.envs import quiet_vecnorm_note
+    from xdrl.envs.factory import quiet_vecnorm_note
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torchrl.record.loggers import CSVLogger as TorchRLCSVLogger
 
-from xdrl.loggers import CSVLogger
+from xdrl.training.loggers import CSVLogger
 
 ROWS = [
     ("train/agents/loss_objective", 0.25, 256),

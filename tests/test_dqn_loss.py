@@ -9,9 +9,9 @@ from torchrl.objectives import DQNLoss, HardUpdate
 
 from tests.conftest import made_up_transitions
 from xdrl.algorithms import dqn
-from xdrl.algorithms.dqn_loss import LeanDQNLoss
 from xdrl.algorithms.off_policy import LeanHardUpdate
-from xdrl.envs import make_env
+from xdrl.envs.factory import make_env
+from xdrl.lean.dqn_loss import LeanDQNLoss
 
 BATCH = 64
 

@@ -10,8 +10,8 @@ from tensordict import TensorDict
 from torch import nn
 
 from xdrl.algorithms.dqn import build
-from xdrl.envs import make_env
-from xdrl.errors import ConfigError
+from xdrl.config.errors import ConfigError
+from xdrl.envs.factory import make_env
 
 
 def _q_values(parts, observations: torch.Tensor) -> torch.Tensor:

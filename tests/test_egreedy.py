@@ -7,7 +7,7 @@ import torch
 from torchrl.data import Categorical
 from torchrl.modules import EGreedyModule
 
-from xdrl.algorithms.egreedy import LeanEGreedyModule
+from xdrl.lean.egreedy import LeanEGreedyModule
 
 
 @pytest.mark.parametrize(

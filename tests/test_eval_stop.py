@@ -16,9 +16,9 @@ from torchrl.envs import GymEnv
 
 from tests import user_envs
 from tests.conftest import compose_config, read_summary
-from xdrl.collector import VectorCollector, fast_rollouts
-from xdrl.envs import make_env
-from xdrl.evaluation_history import EVALUATIONS_FILE, read_evaluations
+from xdrl.envs.factory import make_env
+from xdrl.lean.collector import VectorCollector, fast_rollouts
+from xdrl.trainer_hooks.evaluation_history import EVALUATIONS_FILE, read_evaluations
 from xdrl.trainer_hooks.logging.evaluation_metrics import (
     EvaluationInterrupted,
     evaluation_rollout,
@@ -61,13 +61,13 @@ def _counters() -> Any:
 def _train(run_dir: Path, *overrides: str, signum: int = 0, after: int = 0) -> int | None:
     """Run xdrl's training in process (a signal after ``after`` evaluation steps); the exit
     code the run asked for (None: it returned)."""
-    import xdrl.run
+    import xdrl.run.lifecycle
 
     user_envs.SIGNAL.update(signum=int(signum), after=after)
     user_envs.STEPS.update(train=0, eval=0)
     cfg = compose_config([*RUN, *overrides], run_dir)
     try:
-        xdrl.run.run(cfg)
+        xdrl.run.lifecycle.run(cfg)
     except SystemExit as stop:
         return int(stop.code or 0)
     return None

@@ -44,10 +44,10 @@ from tests.conftest import (
     start_script,
 )
 from xdrl.algorithms.common import stochastic_actor
-from xdrl.collector import VectorCollector, fits
-from xdrl.env_state import EnvState, dumps
-from xdrl.envs import make_env
-from xdrl.vector_env import VectorGymEnv
+from xdrl.envs.factory import make_env
+from xdrl.envs.vector_env import VectorGymEnv
+from xdrl.lean.collector import VectorCollector, fits
+from xdrl.training.env_state import EnvState, dumps
 
 PPO = [
     "num_threads=1",

@@ -166,9 +166,9 @@ def _env_observations(run_dir: Path, n: int, seed: int) -> tuple[np.ndarray, np.
     """``n`` observations of the run's env (built as ``xdrl-eval`` builds it) under random
     actions: as its gymnasium ``env.step`` returns them, and as the run's training envs gave
     them to the network (after the gymnasium one-hot wrapper and the env's dtype cast)."""
-    from xdrl.env_state import gym_envs
-    from xdrl.observation_encoding import OneHotObservation
+    from xdrl.envs.observation_encoding import OneHotObservation
     from xdrl.policy.loading import make_env
+    from xdrl.training.env_state import gym_envs
 
     policy = load_run(run_dir)
     env = make_env(policy.config, num_envs=1, seed=seed)
@@ -436,7 +436,7 @@ def test_one_hot_module_is_the_gymnasium_encoding() -> None:
     other than 0 (row-major, every value of the space)."""
     import gymnasium
 
-    from xdrl.observation_encoding import OneHotObservation, integer_grid
+    from xdrl.envs.observation_encoding import OneHotObservation, integer_grid
     from xdrl.policy.module import OneHot
 
     space = gymnasium.spaces.Box(np.array([0, -1, 2]), np.array([2, 2, 6]), dtype=np.int32)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from xdrl.algorithms.fused_adam import FusedAdamStep
+from xdrl.lean.fused_adam import FusedAdamStep
 
 
 def _net(seed: int = 0) -> nn.Sequential:

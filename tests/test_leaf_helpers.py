@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from xdrl.errors import first_line, trace_to_log_files
-from xdrl.files import write_atomically
-from xdrl.nested import flatten
+from xdrl.config.errors import first_line, trace_to_log_files
+from xdrl.config.nested import flatten
+from xdrl.run.layout import write_atomically
 
 
 def test_first_line_is_the_first_non_empty_line() -> None:

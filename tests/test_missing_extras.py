@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO, WANDB_OFFLINE, compose_config
-from xdrl.config_check import FEATURES
+from xdrl.config.check import FEATURES
 
 # (modules made missing, xdrl-train arguments, the key of the line, the extra it names)
 MISSING = [
@@ -84,7 +84,7 @@ def test_with_the_extras_installed_the_same_configs_pass(tmp_path: Path) -> None
     configs refused above pass the same checks."""
     from hydra import compose, initialize_config_module
 
-    from xdrl.config_check import check_extras, check_launch_plugins, missing_modules
+    from xdrl.config.check import check_extras, check_launch_plugins, missing_modules
 
     assert {feature: missing_modules(feature) for feature in FEATURES} == {f: [] for f in FEATURES}
     for overrides in (["logging=wandb", "logging.log_model=true", "eval=video"],

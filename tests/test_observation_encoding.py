@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from xdrl.envs import check_env, make_env
-from xdrl.errors import ConfigError
-from xdrl.observation_encoding import MAX_ONE_HOT_CELLS, OneHotObservation, one_hot_size
+from xdrl.config.errors import ConfigError
+from xdrl.envs.factory import check_env, make_env
+from xdrl.envs.observation_encoding import MAX_ONE_HOT_CELLS, OneHotObservation, one_hot_size
 
 
 class _Fixed(gymnasium.Env):

@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 
 from tests.conftest import compose_config
-from xdrl.build import build_trainer
 from xdrl.trainer_hooks.observation_norm import observation_norm
+from xdrl.training.build import build_trainer
 
 PENDULUM = [
     "env=pendulum",

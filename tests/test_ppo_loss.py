@@ -8,9 +8,9 @@ from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
 from xdrl.algorithms.ppo import build
-from xdrl.algorithms.ppo_loss import LeanClipPPOLoss
-from xdrl.collector import VectorCollector
-from xdrl.envs import make_env
+from xdrl.envs.factory import make_env
+from xdrl.lean.collector import VectorCollector
+from xdrl.lean.ppo_loss import LeanClipPPOLoss
 
 
 def _batch_and_nets():

@@ -18,7 +18,7 @@ import torch
 ATTRIBUTES = [
     # XdrlTrainer.optim_steps replays Trainer.optim_steps through its private hook runners
     *(
-        ("torchrl.trainers", f"Trainer.{name}", "xdrl/trainer.py")
+        ("torchrl.trainers", f"Trainer.{name}", "xdrl/lean/trainer.py")
         for name in (
             "_pre_optim_hook",
             "_pre_epoch_log_hook",
@@ -36,35 +36,35 @@ ATTRIBUTES = [
         "DefaultOptimizationStepper._compute_and_clip_grad_norm",
         "algorithms/stepper.py",
     ),
-    ("torchrl.objectives", "ClipPPOLoss._clip_bounds", "xdrl/algorithms/ppo_loss.py"),
-    ("tensordict", "TensorDict._new_unsafe", "xdrl/vector_env.py"),
-    ("torchrl.envs.libs.gym", "_gym_to_torchrl_spec_transform", "xdrl/vector_env.py"),
-    ("torchrl.envs", "EnvBase._step", "xdrl/vector_env.py"),
-    ("torchrl.envs", "EnvBase._reset", "xdrl/vector_env.py"),
-    ("torchrl.envs", "EnvBase._set_seed", "xdrl/vector_env.py"),
-    ("torchrl.checkpoint", "Checkpoint._local_path", "xdrl/checkpointing.py"),
-    ("torchrl.checkpoint", "Checkpoint._resolve_adapter", "xdrl/checkpointing.py"),
+    ("torchrl.objectives", "ClipPPOLoss._clip_bounds", "xdrl/lean/ppo_loss.py"),
+    ("tensordict", "TensorDict._new_unsafe", "xdrl/envs/vector_env.py"),
+    ("torchrl.envs.libs.gym", "_gym_to_torchrl_spec_transform", "xdrl/envs/vector_env.py"),
+    ("torchrl.envs", "EnvBase._step", "xdrl/envs/vector_env.py"),
+    ("torchrl.envs", "EnvBase._reset", "xdrl/envs/vector_env.py"),
+    ("torchrl.envs", "EnvBase._set_seed", "xdrl/envs/vector_env.py"),
+    ("torchrl.checkpoint", "Checkpoint._local_path", "xdrl/training/checkpointing.py"),
+    ("torchrl.checkpoint", "Checkpoint._resolve_adapter", "xdrl/training/checkpointing.py"),
     ("torch", "_foreach_lerp_", "xdrl/algorithms/off_policy.py (LeanSoftUpdate)"),
     ("torch", "_foreach_copy_", "xdrl/algorithms/off_policy.py (LeanHardUpdate)"),
-    ("torchrl.modules", "AdditiveGaussianModule._add_noise", "xdrl/algorithms/td3_actor.py"),
-    ("torchrl.data", "LazyTensorStorage._rand_given_ndim", "xdrl/algorithms/replay.py"),
-    ("torchrl.objectives", "SACLoss._alpha", "xdrl/algorithms/sac_loss.py"),
-    ("torchrl.record.loggers.wandb", "WandbLogger._create_experiment", "xdrl/loggers.py"),
+    ("torchrl.modules", "AdditiveGaussianModule._add_noise", "xdrl/lean/td3_actor.py"),
+    ("torchrl.data", "LazyTensorStorage._rand_given_ndim", "xdrl/lean/replay.py"),
+    ("torchrl.objectives", "SACLoss._alpha", "xdrl/lean/sac_loss.py"),
+    ("torchrl.record.loggers.wandb", "WandbLogger._create_experiment", "xdrl/training/loggers.py"),
     *(
-        ("torchrl.record.loggers", f"CSVLogger.{name}", "xdrl/loggers.py")
+        ("torchrl.record.loggers", f"CSVLogger.{name}", "xdrl/training/loggers.py")
         for name in ("_checkpoint_state", "_load_checkpoint_state")
     ),
-    ("omegaconf", "DictConfig._get_node", "xdrl/config_check.py"),
+    ("omegaconf", "DictConfig._get_node", "xdrl/config/check.py"),
     ("hydra._internal.utils", "get_args_parser", "xdrl/cli.py (_hydra_flags)"),
     ("atexit", "_run_exitfuncs", "xdrl/cli.py (exit_without_teardown)"),
     ("threading", "_shutdown", "xdrl/cli.py (exit_without_teardown)"),
-    ("torchrl.envs.batched_envs", "BatchedEnvBase", "xdrl/env_state.py"),
+    ("torchrl.envs.batched_envs", "BatchedEnvBase", "xdrl/training/env_state.py"),
     *(
-        ("torch", name, "xdrl/algorithms/fused_adam.py")
+        ("torch", name, "xdrl/lean/fused_adam.py")
         for name in ("_fused_adam_", "_fused_adamw_", "_foreach_add_")
     ),
     *(
-        ("torch.optim.optimizer", name, "xdrl/algorithms/fused_adam.py")
+        ("torch.optim.optimizer", name, "xdrl/lean/fused_adam.py")
         for name in ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks")
     ),
 ]
@@ -73,25 +73,30 @@ ATTRIBUTES = [
 SET_IN_SOURCE = [
     ("torchrl.trainers", "Trainer", "self._log_dict", "xdrl/trainer_hooks/logging/progress.py"),
     ("torchrl.trainers", "Trainer", "self._stop_training", "trainer_hooks/logging/evaluation.py"),
-    ("torchrl.trainers", "Trainer", "_optim_count", "xdrl/trainer.py"),
-    ("torchrl.record.loggers.wandb", "WandbLogger", "self._wandb_kwargs", "xdrl/loggers.py"),
-    ("torchrl.record.loggers.csv", "CSVExperiment", "self.files", "xdrl/loggers.py"),
+    ("torchrl.trainers", "Trainer", "_optim_count", "xdrl/lean/trainer.py"),
+    (
+        "torchrl.record.loggers.wandb",
+        "WandbLogger",
+        "self._wandb_kwargs",
+        "xdrl/training/loggers.py",
+    ),
+    ("torchrl.record.loggers.csv", "CSVExperiment", "self.files", "xdrl/training/loggers.py"),
     ("torchrl.record.loggers.wandb", "WandbLogger", "self._step_registry", "wandb_hooks.py"),
     ("wandb.sdk.wandb_run", "Run", "self._local_step", "wandb_hooks.py"),
-    ("torchrl.envs", "SerialEnv", "self._envs", "render.py, xdrl/env_state.py"),
-    ("torchrl.envs.libs.gym", "GymWrapper", "self._env", "render.py, xdrl/env_state.py"),
-    ("torchrl.collectors", "Collector", "self._carrier", "xdrl/env_state.py"),
+    ("torchrl.envs", "SerialEnv", "self._envs", "render.py, xdrl/training/env_state.py"),
+    ("torchrl.envs.libs.gym", "GymWrapper", "self._env", "render.py, xdrl/training/env_state.py"),
+    ("torchrl.collectors", "Collector", "self._carrier", "xdrl/training/env_state.py"),
     *(
         ("torchrl.objectives.utils", "TargetNetUpdater", f"self.{name}", "off_policy.py")
         for name in ("_sources", "_targets")
     ),
     *(
-        ("torchrl.objectives", "SACLoss", f"self.{name}", "xdrl/algorithms/sac_loss.py")
+        ("torchrl.objectives", "SACLoss", f"self.{name}", "xdrl/lean/sac_loss.py")
         for name in ("_version", "min_log_alpha", "max_log_alpha", "skip_done_states")
     ),
     ("torchrl.objectives.common", "LossModule", "self._value_estimator", "sac/td3/dqn_loss.py"),
     *(
-        ("torch.optim", "Optimizer", f"self.{name}", "xdrl/algorithms/fused_adam.py")
+        ("torch.optim", "Optimizer", f"self.{name}", "xdrl/lean/fused_adam.py")
         for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks")
     ),
 ]
@@ -121,7 +126,7 @@ def test_private_instance_attribute_is_still_set(module: str, cls: str, text: st
 
 
 def test_a_built_trainer_and_ppo_loss_hold_the_private_state_xdrl_reads(make_cfg) -> None:
-    from xdrl.build import build_trainer
+    from xdrl.training.build import build_trainer
 
     cfg = make_cfg("total_frames=64", "frames_per_batch=64", "env.num_envs=2", "eval=none")
     run = build_trainer(cfg)
@@ -149,7 +154,7 @@ def test_a_replay_buffer_holds_the_private_state_replay_py_reads() -> None:
     from tensordict import TensorDict
     from torchrl.data import LazyTensorStorage
 
-    from xdrl.algorithms.replay import LeanReplayBuffer
+    from xdrl.lean.replay import LeanReplayBuffer
 
     buffer = LeanReplayBuffer(storage=LazyTensorStorage(8))
     buffer.extend(TensorDict({"x": torch.arange(4.0)}, batch_size=[4]))

@@ -8,7 +8,7 @@ import joblib
 import pytest
 import torch
 
-from xdrl.process import setup_process
+from xdrl.run.process import setup_process
 
 
 def test_setup_process_sets_threads_and_routes_torchrl_logs(make_cfg, monkeypatch) -> None:
@@ -42,7 +42,7 @@ def test_setup_process_sets_threads_and_routes_torchrl_logs(make_cfg, monkeypatc
     ],
 )  # fmt: skip
 def test_concurrent_jobs_counts_the_jobs_that_share_this_machine(launcher, jobs) -> None:
-    from xdrl.process import concurrent_jobs
+    from xdrl.run.process import concurrent_jobs
 
     assert concurrent_jobs(launcher) == jobs
 
@@ -50,11 +50,11 @@ def test_concurrent_jobs_counts_the_jobs_that_share_this_machine(launcher, jobs)
 def test_auto_threads_are_shared_by_parallel_sweep_jobs(make_cfg, monkeypatch) -> None:
     import torch
 
-    import xdrl.process as process
+    import xdrl.run.process as process
 
     joblib = {"_target_": "hydra_plugins.hydra_joblib_launcher.JoblibLauncher", "n_jobs": 2}
     monkeypatch.setattr(process, "_hydra_launcher", lambda: joblib)
-    monkeypatch.setattr("xdrl.threads.available_cores", lambda: 2)
+    monkeypatch.setattr("xdrl.run.threads.available_cores", lambda: 2)
     before = torch.get_num_threads()
     try:
         cfg = make_cfg("algorithm=sac")  # 256-wide: 2 threads alone on 2 cores

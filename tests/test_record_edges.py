@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ENV, SMALL, read_summary, run_cli
+from xdrl.lean.trainer import XdrlTrainer
 from xdrl.report.runs import find_runs
-from xdrl.trainer import XdrlTrainer
 
 ISSUE_COMMAND = [
     "algorithm=ppo",
@@ -150,7 +150,7 @@ def test_checkpoints_and_evaluations_share_one_schedule_with_frame_skip(tmp_path
 SIGTERM_IN_LAST_ITERATION = """
 import signal, sys
 from xdrl.cli import main
-from xdrl.trainer import XdrlTrainer
+from xdrl.lean.trainer import XdrlTrainer
 
 name = sys.argv.pop(1)
 original = getattr(XdrlTrainer, name)

@@ -17,10 +17,10 @@ from torchrl.data import (
 from torchrl.objectives import SoftUpdate
 
 from xdrl.algorithms import sac
-from xdrl.algorithms.frame_replay import FrameReplayBuffer
 from xdrl.algorithms.off_policy import LeanSoftUpdate, replay_buffer
-from xdrl.algorithms.replay import LeanReplayBuffer
-from xdrl.envs import make_env
+from xdrl.envs.factory import make_env
+from xdrl.lean.frame_replay import FrameReplayBuffer
+from xdrl.lean.replay import LeanReplayBuffer
 
 
 def _transitions(n: int, seed: int) -> TensorDict:

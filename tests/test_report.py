@@ -23,10 +23,14 @@ import yaml
 from scipy import stats
 
 from tests.conftest import read_summary, run_cli, run_script
-from xdrl.evaluation_history import EVALUATIONS_FILE, EvaluationHistory, read_evaluations
 from xdrl.report import make_report
 from xdrl.report.cli import main as report_main
 from xdrl.report.runs import find_runs
+from xdrl.trainer_hooks.evaluation_history import (
+    EVALUATIONS_FILE,
+    EvaluationHistory,
+    read_evaluations,
+)
 
 METRIC = "eval/deterministic/reward/episode_reward_mean"
 REPORT_FILES = {"report.md", "report.json", "curves.png", "final.png"}
@@ -397,7 +401,7 @@ def test_find_runs_reads_every_field(tmp_path: Path) -> None:
 def test_report_imports_no_torch(tmp_path: Path) -> None:
     root = sweep_of(tmp_path, {"ppo": [1.0, 2.0]})
     code = (
-        "import sys; from xdrl.report.cli import main; import xdrl.sweep; "
+        "import sys; from xdrl.report.cli import main; import xdrl.sweep.summary; "
         f"assert main([{str(root)!r}]) == 0; "
         "print(sorted(m for m in ('torch', 'torchrl', 'wandb') if m in sys.modules))"
     )
@@ -555,7 +559,7 @@ def test_wandb_sweep_report_logs_plots_and_table(tmp_path: Path, monkeypatch) ->
     sweep_dir = sweep_of(tmp_path / "multirun" / "2026-11-23" / "05-00-00", {"ppo": [1.0, 2.0]})
     config = OmegaConf.create(
         {
-            "logging": {"logger": {"_target_": "xdrl.loggers.WandbLogger", "project": "p",
+            "logging": {"logger": {"_target_": "xdrl.training.loggers.WandbLogger", "project": "p",
                                    "entity": None, "group": None, "mode": None}},
             "hydra": {"sweep": {"dir": str(sweep_dir)}},
         }

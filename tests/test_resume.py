@@ -28,7 +28,7 @@ from tests.conftest import (
     wait_for,
 )
 from tests.wandb_reader import offline_runs, read_history
-from xdrl.checkpointing import verify
+from xdrl.training.checkpointing import verify
 
 BUDGET = 3072
 ARGS = [
@@ -210,7 +210,7 @@ def two_checkpoints(tmp_path_factory) -> Path:
 def test_a_damaged_checkpoint_is_skipped_with_one_warning_and_the_previous_loads(
     two_checkpoints: Path, tmp_path: Path, damage, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from xdrl.build import build_trainer
+    from xdrl.training.build import build_trainer
 
     run_dir = tmp_path / "run"
     shutil.copytree(two_checkpoints, run_dir)

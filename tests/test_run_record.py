@@ -176,7 +176,7 @@ def test_a_complete_run_rerun_with_other_eval_settings_evaluates_nothing(
 
 
 def _fake_run(resumed_from: str | None, frames: int, evaluations: int, metrics: dict):
-    """The parts of a built run that ``xdrl.run._Segment`` reads."""
+    """The parts of a built run that ``xdrl.run.lifecycle._Segment`` reads."""
     from types import SimpleNamespace
 
     hook = SimpleNamespace(num_evaluations=evaluations, last_metrics=dict(metrics))
@@ -193,7 +193,7 @@ def _fake_run(resumed_from: str | None, frames: int, evaluations: int, metrics: 
 def test_a_resume_under_other_eval_settings_reports_no_evaluation_until_it_evaluates(
     tmp_path: Path, make_cfg
 ) -> None:
-    from xdrl.run import _Segment
+    from xdrl.run.lifecycle import _Segment
 
     checkpoint = tmp_path / "run" / "checkpoints" / "checkpoint-000000000512"
     checkpoint.mkdir(parents=True)
@@ -210,7 +210,7 @@ def test_a_resume_under_other_eval_settings_reports_no_evaluation_until_it_evalu
 
 
 def test_segments_of_a_summary_without_them_and_of_a_killed_segment(tmp_path: Path) -> None:
-    from xdrl.segments import earlier_segments, whole_run_timing
+    from xdrl.run.segments import earlier_segments, whole_run_timing
 
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)

@@ -10,9 +10,9 @@ from torchrl.objectives import SACLoss
 
 from tests.conftest import pendulum_transitions
 from xdrl.algorithms import sac
-from xdrl.algorithms.ensemble import ensemble_forward, mlp_forward, mlp_layout
-from xdrl.algorithms.sac_loss import LeanSACLoss
-from xdrl.envs import make_env
+from xdrl.envs.factory import make_env
+from xdrl.lean.ensemble import ensemble_forward, mlp_forward, mlp_layout
+from xdrl.lean.sac_loss import LeanSACLoss
 
 
 def _pair(**kwargs):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import SMALL, compose_config, read_scalars
-from xdrl.run import run
+from xdrl.run.lifecycle import run
 
 
 def _metrics(tmp_path: Path, name: str, seed: int) -> dict[str, list[tuple[int, float]]]:

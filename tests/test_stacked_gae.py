@@ -8,8 +8,8 @@ from torchrl.trainers import ValueEstimatorHook
 
 from xdrl.algorithms import a2c, ppo
 from xdrl.algorithms.on_policy import RewardScale, StackedValueGAE
-from xdrl.collector import VectorCollector
-from xdrl.envs import make_env
+from xdrl.envs.factory import make_env
+from xdrl.lean.collector import VectorCollector
 
 KEYS = ["state_value", ("next", "state_value"), "advantage", "value_target"]
 
@@ -99,7 +99,7 @@ def _made_up_batch(envs: int, steps: int, *, seed: int = 0, named: bool = False)
 def test_numpy_recursion_is_torchrls_bit_for_bit(gamma, lmbda, envs, steps, named, monkeypatch):
     from torchrl.objectives.value import GAE
 
-    from xdrl.algorithms.gae import advantages
+    from xdrl.lean.gae import advantages
 
     gae = GAE(gamma=gamma, lmbda=lmbda, value_network=None, average_gae=False)
     batch = _made_up_batch(envs, steps, seed=envs, named=named)
@@ -115,7 +115,7 @@ def test_numpy_recursion_is_torchrls_bit_for_bit(gamma, lmbda, envs, steps, name
 def test_other_settings_run_torchrls_gae(setting: str) -> None:
     from torchrl.objectives.value import GAE
 
-    from xdrl.algorithms.gae import advantages
+    from xdrl.lean.gae import advantages
 
     batch = _made_up_batch(4, 16)
     gae = GAE(gamma=0.9, lmbda=0.9, value_network=None, average_gae=setting == "average_gae")

@@ -80,7 +80,7 @@ def test_one_ctrl_c_stops_every_job_at_a_checkpoint_and_the_command_continues(
 def test_loky_workers_ignore_ctrl_c_between_jobs() -> None:
     """An idle loky worker used to die of the KeyboardInterrupt and break joblib's pool."""
     code = (
-        "import signal, xdrl.sweep_stop as s; s.use_loky_workers_that_ignore_ctrl_c();"
+        "import signal, xdrl.sweep.stop as s; s.use_loky_workers_that_ignore_ctrl_c();"
         "from joblib import Parallel, delayed;"
         "print(Parallel(n_jobs=2, backend='loky')(delayed(signal.getsignal)(signal.SIGINT)"
         " for _ in range(2)))"

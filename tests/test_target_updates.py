@@ -9,7 +9,7 @@ import torch
 from tests.conftest import pendulum_transitions
 from xdrl.algorithms import td3
 from xdrl.algorithms.off_policy import TargetUpdateHook
-from xdrl.envs import make_env
+from xdrl.envs.factory import make_env
 
 
 def _flat(loss, *names: str) -> torch.Tensor:

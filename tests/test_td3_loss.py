@@ -8,8 +8,8 @@ from torchrl.objectives import TD3Loss
 
 from tests.conftest import pendulum_transitions
 from xdrl.algorithms import td3
-from xdrl.algorithms.td3_loss import LeanTD3Loss
-from xdrl.envs import make_env
+from xdrl.envs.factory import make_env
+from xdrl.lean.td3_loss import LeanTD3Loss
 
 
 def _pair(**kwargs):

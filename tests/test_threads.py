@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from xdrl.threads import (
+from xdrl.run.threads import (
     available_cores,
     busy_cpus,
     cgroup_cpu_quota,

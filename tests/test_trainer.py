@@ -12,8 +12,8 @@ from torchrl.trainers import DefaultOptimizationStepper
 
 from tests.conftest import QUIET
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
-from xdrl.build import build_trainer
-from xdrl.trainer import XdrlTrainer, mean_of_steps
+from xdrl.lean.trainer import XdrlTrainer, mean_of_steps
+from xdrl.training.build import build_trainer
 
 
 class _Recorder(DetachedOptimizationStepper):

@@ -16,7 +16,7 @@ from torchrl.objectives.value import GAE
 
 from tests.conftest import QUIET
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
-from xdrl.build import build_trainer
+from xdrl.training.build import build_trainer
 
 
 class _SubBatches(DetachedOptimizationStepper):

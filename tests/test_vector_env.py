@@ -13,9 +13,9 @@ from tensordict import TensorDict
 from torchrl.collectors import Collector
 from torchrl.envs.utils import check_env_specs
 
-from xdrl.envs import make_env
+from xdrl.envs.factory import make_env
+from xdrl.envs.vector_env import VectorGymEnv
 from xdrl.trainer_hooks.logging import render as _render
-from xdrl.vector_env import VectorGymEnv
 
 ENV_IDS = ["CartPole-v1", "Pendulum-v1", "deep-sea-treasure-v0"]
 

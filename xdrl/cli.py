@@ -20,7 +20,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 if TYPE_CHECKING:
-    from xdrl.job_record import JobRecord
+    from xdrl.run.job_record import JobRecord
 
 log = logging.getLogger("xdrl")
 
@@ -71,9 +71,9 @@ def _fast_help(overrides: list[str]) -> str:
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="config")
 def train(cfg: DictConfig) -> float | None:
     """Train one run; returns the configured objective for sweepers (e.g. Optuna)."""
-    from xdrl.config_check import check_config
-    from xdrl.errors import ConfigError, RunError, trace_to_log_files
-    from xdrl.job_record import JobRecord
+    from xdrl.config.check import check_config
+    from xdrl.config.errors import ConfigError, RunError, trace_to_log_files
+    from xdrl.run.job_record import JobRecord
 
     record = JobRecord.of_current_job(cfg)  # .hydra/: now into a new dir, else once accepted
     try:
@@ -83,8 +83,8 @@ def train(cfg: DictConfig) -> float | None:
         accept = None if record is None else lambda: _write_record(record, only_if_absent=False)
         if _in_multirun():
             return _sweep_job(cfg, accept)
-        from xdrl.process import setup_process
-        from xdrl.run import run
+        from xdrl.run.lifecycle import run
+        from xdrl.run.process import setup_process
 
         return run(cfg, setup_process(cfg), accept=accept)
     except RunError as err:  # the traceback is in the run's log
@@ -106,7 +106,7 @@ def train(cfg: DictConfig) -> float | None:
 
 def _write_record(record: JobRecord, *, only_if_absent: bool) -> None:
     """Write the job's ``.hydra/``; an I/O error is one line (``RunError``)."""
-    from xdrl.errors import RunError
+    from xdrl.config.errors import RunError
 
     try:
         record.write_if_absent() if only_if_absent else record.write()
@@ -124,7 +124,7 @@ def _sweep_job(cfg: DictConfig, accept: Callable[[], None] | None) -> float | No
 
     from hydra.core.hydra_config import HydraConfig
 
-    from xdrl.sweep_stop import mark_interrupted, note_job_status, sweep_interrupted
+    from xdrl.sweep.stop import mark_interrupted, note_job_status, sweep_interrupted
 
     sweep_dir = str(HydraConfig.get().sweep.dir)
     if sweep_interrupted(sweep_dir):
@@ -134,8 +134,8 @@ def _sweep_job(cfg: DictConfig, accept: Callable[[], None] | None) -> float | No
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
     try:
-        from xdrl.process import setup_process
-        from xdrl.run import run
+        from xdrl.run.lifecycle import run
+        from xdrl.run.process import setup_process
 
         return run(cfg, setup_process(cfg), accept=accept)
     except SystemExit as err:
@@ -163,8 +163,8 @@ def _precheck(args: list[str]) -> str | None:
     """One line saying what is wrong with a single run's command line (None: nothing): a
     misspelt key or option, then every value, checked before Hydra makes the run dir, so a
     config error leaves nothing on disk. One compose (each costs ~0.3 s of start-up)."""
-    from xdrl.config_check import check_config, check_writable_dir
-    from xdrl.errors import ConfigError
+    from xdrl.config.check import check_config, check_writable_dir
+    from xdrl.config.errors import ConfigError
 
     cfg = _compose(args)
     if not isinstance(cfg, DictConfig):
@@ -195,7 +195,7 @@ def _compose(args: list[str]) -> DictConfig | str | None:
     from hydra import compose, initialize_config_module
     from hydra.errors import ConfigCompositionException, MissingConfigException
 
-    from xdrl.errors import first_line
+    from xdrl.config.errors import first_line
 
     try:
         with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
@@ -262,8 +262,8 @@ def _precheck_sweep(overrides: list[str]) -> str | None:
     from hydra.core.override_parser.types import Glob, IntervalSweep
     from hydra.errors import HydraException
 
-    from xdrl.config_check import check_launch_plugins
-    from xdrl.errors import ConfigError
+    from xdrl.config.check import check_launch_plugins
+    from xdrl.config.errors import ConfigError
 
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
@@ -314,7 +314,7 @@ def _missing_swept_option(swept: dict[str, list[str]]) -> str | None:
 def _check_resume(cfg: DictConfig, run_dir: str, job_name: str) -> None:
     """Refuse a resume that changed what shapes the model before Hydra touches the run dir (the
     run checks again, sweep jobs included)."""
-    from xdrl.resume_check import check_resume_config
+    from xdrl.config.resume import check_resume_config
 
     if cfg.resume == "never" or not (cfg.resume or Path(run_dir).is_dir()):
         return
@@ -350,7 +350,7 @@ def _option_line(group: str, option: str, options: list[str]) -> str:
     """``group: no option 'x'; <the extra to install, a close match or the options>``."""
     import difflib
 
-    from xdrl.config_check import plugin_option_hint
+    from xdrl.config.check import plugin_option_hint
 
     hint = plugin_option_hint(group, option)
     if hint is not None:
@@ -417,7 +417,8 @@ def exit_without_teardown(code: int | str | None) -> NoReturn:
 
     With torch, TorchRL and torch._dynamo loaded, Python's finalization (freeing every module
     and object one by one) took 1-2.5 s after the run had written everything (measured here:
-    `import xdrl.build` then exit, 2.1 s from the last atexit handler to the process's end on 2
+    `import xdrl.training.build` then exit, 2.1 s from the last atexit handler to the process's end
+    on 2
     busy cores; ~1 s quiet), a tenth of a CartPole run. Everything a normal exit does that
     matters is done first, in the interpreter's order: ``threading._shutdown`` (the callbacks
     thread pools register with ``threading._register_atexit``, which wake their manager threads,
@@ -459,7 +460,7 @@ def run_command(args: list[str]) -> None:
         raise SystemExit(2)
     _register_plugins()
     try:
-        from xdrl.run_lock import lock_named_run_dir
+        from xdrl.run.lock import lock_named_run_dir
 
         with lock_named_run_dir(args):
             train()
@@ -487,7 +488,7 @@ def _run_dir_is_hydra_dir(args: list[str]) -> list[str]:
 
 def _exit_if_sweep_interrupted() -> None:
     """Exit 130 with one line after a sweep that Ctrl-C stopped (its table says which jobs)."""
-    sweep = sys.modules.get("xdrl.sweep_stop")
+    sweep = sys.modules.get("xdrl.sweep.stop")
     sweep_dir = sweep.interrupted_sweep() if sweep is not None else None
     if sweep_dir is not None:
         print(

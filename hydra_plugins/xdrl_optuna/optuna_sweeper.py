@@ -44,10 +44,10 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from xdrl.errors import ConfigError, first_line
-from xdrl.files import SUMMARY_FILE
-from xdrl.sweep import OPTUNA_RESULTS  # the sweep table reads it back
-from xdrl.sweep_stop import sweep_interrupted
+from xdrl.config.errors import ConfigError, first_line
+from xdrl.run.layout import SUMMARY_FILE
+from xdrl.sweep.stop import sweep_interrupted
+from xdrl.sweep.summary import OPTUNA_RESULTS  # the sweep table reads it back
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def check_space(config: DictConfig, space: dict[str, Any], spec: dict[str, str])
     (the config without the search is checked first, so an error is the sample's).
 
     No valid sample: a :class:`ConfigError`; some invalid: one warning (those trials fail)."""
-    from xdrl.config_check import check_config
+    from xdrl.config.check import check_config
 
     base = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
     check_config(copy.deepcopy(base))  # what every trial shares: its own error, if any

@@ -70,7 +70,7 @@ class ParetoSweeper(Sweeper):
     # Launching ---------------------------------------------------------------------------------
 
     def _launch(self, jobs: list[list[str]]) -> list[JobReturn]:
-        from xdrl.sweep_stop import sweep_interrupted
+        from xdrl.sweep.stop import sweep_interrupted
 
         assert self.config is not None
         size = self.max_batch_size or len(jobs)
@@ -87,7 +87,7 @@ class ParetoSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.hydra_context is not None
-        from xdrl.errors import ConfigError
+        from xdrl.config.errors import ConfigError
 
         from .settings import check_sweep
 

@@ -1,5 +1,5 @@
 """The ``pareto`` config group's schema: :func:`pareto_settings`, whose annotated signature is
-what ``xdrl.config_check`` reads for ``pareto.*`` (``_target_`` of the node in conf/config.yaml),
+what ``xdrl.config.check`` reads for ``pareto.*`` (``_target_`` of the node in conf/config.yaml),
 and :func:`check_sweep`, the checks that need the env, run by the sweeper before any job.
 
 The annotations use only ``Annotated``, ``Field``, ``Literal`` and builtins, so the config check
@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
-from xdrl.errors import ConfigError
+from xdrl.config.errors import ConfigError
 
 
 class ParetoSettings(NamedTuple):
@@ -92,7 +92,7 @@ def pareto_settings(
 def checked_settings(node: DictConfig) -> ParetoSettings:
     """The ``pareto`` node checked against :func:`pareto_settings`'s annotations, key by key
     (one :class:`ConfigError` naming the first bad key), then built."""
-    from xdrl.config_check import check_value
+    from xdrl.config.check import check_value
 
     values: dict[str, Any] = OmegaConf.to_container(node, resolve=True)  # type: ignore[assignment]
     params = inspect.signature(pareto_settings, eval_str=True).parameters
@@ -110,7 +110,7 @@ def checked_settings(node: DictConfig) -> ParetoSettings:
 def reward_dim(env_id: str, weights: Any) -> int:
     """Objectives of ``env_id`` (MO-Gymnasium's reward space), with ``weights`` (if not None)
     of that length; a :class:`ConfigError` for an env with a scalar reward (nothing to sweep)."""
-    from xdrl.envs import check_env_id, check_reward_weights, is_multi_objective
+    from xdrl.envs.factory import check_env_id, check_reward_weights, is_multi_objective
 
     check_env_id(env_id)
     if not is_multi_objective(env_id):
@@ -135,7 +135,7 @@ def check_sweep(config: DictConfig) -> tuple[ParetoSettings, int]:
     """Everything a Pareto sweep of ``config`` needs, checked before any job: the run config
     every job shares, the settings, a multi-objective env, and ``ols`` only with two objectives.
     Returns the settings and the number of objectives."""
-    from xdrl.config_check import check_config
+    from xdrl.config.check import check_config
 
     check_config(OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"]))
     settings = checked_settings(config.pareto)

@@ -6,7 +6,7 @@ from torchrl.objectives import A2CLoss
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
-from xdrl.config_types import (
+from xdrl.config.types import (
     Activation,
     Cells,
     Discount,

@@ -18,10 +18,10 @@ from torchrl.modules import (
     ValueOperator,
 )
 
-from xdrl.algorithms.categorical_actor import CategoricalActor
 from xdrl.algorithms.encoders import FEATURES, Head, NatureCNN, observation_shape, resolve_encoder
-from xdrl.algorithms.tanh_normal_actor import TanhNormalActor
-from xdrl.errors import ConfigError
+from xdrl.config.errors import ConfigError
+from xdrl.lean.categorical_actor import CategoricalActor
+from xdrl.lean.tanh_normal_actor import TanhNormalActor
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 

@@ -33,16 +33,13 @@ from xdrl.algorithms.common import (
     q_value_actor,
     require_discrete,
 )
-from xdrl.algorithms.dqn_loss import LeanDQNLoss
-from xdrl.algorithms.egreedy import LeanEGreedyModule
-from xdrl.algorithms.frame_replay import stacked_frames
 from xdrl.algorithms.off_policy import (
     ExplorationAnnealingHook,
     off_policy_parts,
     target_updater,
 )
-from xdrl.algorithms.q_policy import EpsilonGreedyQPolicy
-from xdrl.config_types import (
+from xdrl.config.errors import ConfigError
+from xdrl.config.types import (
     Activation,
     Cells,
     Discount,
@@ -55,7 +52,10 @@ from xdrl.config_types import (
     PositiveFloat,
     PositiveInt,
 )
-from xdrl.errors import ConfigError
+from xdrl.lean.dqn_loss import LeanDQNLoss
+from xdrl.lean.egreedy import LeanEGreedyModule
+from xdrl.lean.frame_replay import stacked_frames
+from xdrl.lean.q_policy import EpsilonGreedyQPolicy
 
 KEY = "algorithm.build"
 

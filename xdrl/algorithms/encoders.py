@@ -14,8 +14,8 @@ from typing import Literal, cast
 import torch
 from torch import nn
 
-from xdrl.envs import is_image_shape
-from xdrl.errors import ConfigError
+from xdrl.config.errors import ConfigError
+from xdrl.envs.factory import is_image_shape
 
 FEATURES = 512  # the Nature CNN's feature width
 _KEY = "algorithm.build.encoder"
@@ -183,19 +183,6 @@ class Head(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         with torch.autocast(device_type=x.device.type, enabled=False):
             return nn.functional.linear(x.float(), self.weight, self.bias)
-
-
-def shared_torso(actor_net: nn.Module, critic_net: nn.Module) -> tuple[nn.Module, ...] | None:
-    """``(torso, actor_head, critic_head)`` when both networks are ``Sequential(torso, head)``
-    over the same torso (one torso pass serves both in the PPO loss), else None."""
-    if (
-        isinstance(actor_net, nn.Sequential)
-        and isinstance(critic_net, nn.Sequential)
-        and len(actor_net) == len(critic_net) == 2
-        and actor_net[0] is critic_net[0]
-    ):
-        return actor_net[0], actor_net[1], critic_net[1]
-    return None
 
 
 def has_image_encoder(module: nn.Module) -> bool:

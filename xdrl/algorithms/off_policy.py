@@ -12,9 +12,9 @@ from torchrl.objectives import HardUpdate, SoftUpdate
 from torchrl.trainers import ReplayBufferTrainer, TargetNetUpdaterHook, Trainer, TrainerHookBase
 
 from xdrl.algorithms.common import AlgorithmParts
-from xdrl.algorithms.frame_replay import FrameReplayBuffer
-from xdrl.algorithms.replay import FilledTensorStorage, LeanReplayBuffer
-from xdrl.errors import ConfigError
+from xdrl.config.errors import ConfigError
+from xdrl.lean.frame_replay import FrameReplayBuffer
+from xdrl.lean.replay import FilledTensorStorage, LeanReplayBuffer
 
 KEY = "algorithm.build"
 

@@ -20,10 +20,10 @@ from xdrl.algorithms.common import (
     stochastic_actor,
 )
 from xdrl.algorithms.encoders import has_image_encoder
-from xdrl.algorithms.gae import advantages
-from xdrl.algorithms.mlp_forward import MLPForward
-from xdrl.algorithms.replay import LeanReplayBuffer
-from xdrl.errors import ConfigError
+from xdrl.config.errors import ConfigError
+from xdrl.lean.gae import advantages
+from xdrl.lean.mlp_forward import MLPForward
+from xdrl.lean.replay import LeanReplayBuffer
 
 
 class WholeBatch:
@@ -186,7 +186,7 @@ class StackedValueGAE:
     Why: on RL-Zoo's CartPole PPO workload (256 frames, 64x64 critic) ``ValueEstimatorHook``
     took 1.11 ms per batch, 0.46 ms of it the TensorDict stacking, selection and vmap around
     the value network; with the values computed here it took 0.64 ms, and 0.40 ms with the
-    recursion in NumPy (:func:`xdrl.algorithms.gae.advantages`; same process, alternated, 1
+    recursion in NumPy (:func:`xdrl.lean.gae.advantages`; same process, alternated, 1
     thread). Values, advantages and targets are bit for bit TorchRL's (tested): the critic
     computes the same rows and the recursion does TorchRL's float32 operations in its order.
     Like TorchRL, a NaN next observation (a compact collector's missing final one) is replaced

@@ -9,8 +9,7 @@ from torchrl.trainers import Trainer, TrainerHookBase
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
-from xdrl.algorithms.ppo_loss import LeanClipPPOLoss
-from xdrl.config_types import (
+from xdrl.config.types import (
     Activation,
     Cells,
     Discount,
@@ -20,6 +19,7 @@ from xdrl.config_types import (
     PositiveFloat,
     PositiveInt,
 )
+from xdrl.lean.ppo_loss import LeanClipPPOLoss
 
 
 def build(

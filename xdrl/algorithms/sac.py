@@ -13,8 +13,7 @@ from xdrl.algorithms.common import (
     stochastic_actor,
 )
 from xdrl.algorithms.off_policy import off_policy_parts, target_updater
-from xdrl.algorithms.sac_loss import LeanSACLoss
-from xdrl.config_types import (
+from xdrl.config.types import (
     Activation,
     Cells,
     Discount,
@@ -25,6 +24,7 @@ from xdrl.config_types import (
     PositiveFloat,
     PositiveInt,
 )
+from xdrl.lean.sac_loss import LeanSACLoss
 
 
 def build(

@@ -8,7 +8,7 @@ from tensordict import TensorDict, TensorDictBase
 from torch import optim
 from torchrl.trainers import DefaultOptimizationStepper, Trainer
 
-from xdrl.algorithms.fused_adam import FusedAdamStep
+from xdrl.lean.fused_adam import FusedAdamStep
 
 
 def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:

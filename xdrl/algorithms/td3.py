@@ -22,9 +22,7 @@ from xdrl.algorithms.common import (
 )
 from xdrl.algorithms.off_policy import off_policy_parts, target_updater
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
-from xdrl.algorithms.td3_actor import NoisyTanhActor
-from xdrl.algorithms.td3_loss import LeanTD3Loss
-from xdrl.config_types import (
+from xdrl.config.types import (
     Activation,
     Cells,
     Discount,
@@ -35,6 +33,8 @@ from xdrl.config_types import (
     PositiveFloat,
     PositiveInt,
 )
+from xdrl.lean.td3_actor import NoisyTanhActor
+from xdrl.lean.td3_loss import LeanTD3Loss
 
 
 class DelayedActorStepper(DetachedOptimizationStepper):

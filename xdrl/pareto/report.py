@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from xdrl.files import write_atomically
 from xdrl.pareto import metrics
 from xdrl.pareto.plots import plot_front
 from xdrl.pareto.weights import simplex_weights
+from xdrl.run.layout import write_atomically
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from xdrl.files import SUMMARY_FILE
+from xdrl.config.renames import renamed_config
+from xdrl.run.layout import SUMMARY_FILE
 
 
 @dataclass
@@ -29,7 +30,7 @@ class JobRecord:
 def read_job(job_dir: Path) -> JobRecord | None:
     """The record of one job folder (None when it holds no readable ``.hydra/config.yaml``)."""
     try:
-        config = yaml.safe_load((job_dir / ".hydra" / "config.yaml").read_text())
+        config = renamed_config(yaml.safe_load((job_dir / ".hydra" / "config.yaml").read_text()))
     except (OSError, yaml.YAMLError):
         return None
     if not isinstance(config, dict):

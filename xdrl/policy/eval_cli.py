@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         return _fail(problem)
 
-    from xdrl.errors import ConfigError
+    from xdrl.config.errors import ConfigError
 
     try:
         with _stop_on_signals():

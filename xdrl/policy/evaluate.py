@@ -29,8 +29,8 @@ def evaluate(
     is recorded). A value-based policy's record states its ``epsilon``: 0 (greedy) when
     deterministic, its evaluation epsilon (DQN's ``algorithm.build.eval_epsilon``) when not.
     """
-    from xdrl.env_state import gym_envs
     from xdrl.trainer_hooks.logging.video import EpisodesRecorder, FrameRecorder, write_mp4
+    from xdrl.training.env_state import gym_envs
 
     env = policy.env
     steps = int(max_steps if max_steps is not None else policy.config["eval"]["max_steps"])

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xdrl.errors import ConfigError, first_line
+from xdrl.config.errors import ConfigError, first_line
 from xdrl.policy.loading import LoadedPolicy
 
 FORMATS = ("onnx", "pt2", "torchscript")

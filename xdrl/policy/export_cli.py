@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         return _fail(problem)
 
-    from xdrl.errors import ConfigError
+    from xdrl.config.errors import ConfigError
     from xdrl.policy.export import ExportError, export_policy
     from xdrl.policy.loading import load_run
 

@@ -24,10 +24,8 @@ from omegaconf import OmegaConf
 from torchrl.envs import VecNormV2
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from xdrl.build import build_algorithm
-from xdrl.checkpointing import CorruptCheckpoint, VerifiedCheckpoint
-from xdrl.errors import ConfigError, first_line
-from xdrl.observation_encoding import integer_grid
+from xdrl.config.errors import ConfigError, first_line
+from xdrl.envs.observation_encoding import integer_grid
 from xdrl.policy.module import DeterministicPolicy, OneHot
 from xdrl.policy.run_dir import (
     apply_overrides,
@@ -38,6 +36,8 @@ from xdrl.policy.run_dir import (
     saved_config,
 )
 from xdrl.trainer_hooks.observation_norm import observation_norm
+from xdrl.training.build import build_algorithm
+from xdrl.training.checkpointing import CorruptCheckpoint, VerifiedCheckpoint
 
 POLICY_COMPONENT = "policy"
 COLLECTOR_COMPONENT = "collector"
@@ -78,12 +78,13 @@ def _pool_per_env_statistics(vecnorm: VecNormV2) -> None:
 
 
 def make_env(config: dict[str, Any], *, num_envs: int, seed: int, render: bool = False) -> Any:
-    """The run's env, built by its own ``env`` factory (``xdrl.envs.make_env`` via Hydra)."""
+    """The run's env, built by its own ``env`` factory (``xdrl.envs.factory.make_env`` via
+    Hydra)."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
     try:
-        from xdrl.collector import fast_rollouts
+        from xdrl.lean.collector import fast_rollouts
 
         factory = instantiate(OmegaConf.create(config["env"]))
         env = factory(num_envs=num_envs, seed=seed, device="cpu", render=render, evaluation=True)
@@ -101,8 +102,8 @@ def policy_input_env(env: Any, config: dict[str, Any]) -> tuple[Any, OneHot | No
     (None: none), and the TorchRL env to close after use (``env`` itself, or a one-env copy
     built from ``config`` where ``env``'s gymnasium envs live in other processes or are not
     created yet)."""
-    from xdrl.env_state import gym_envs
-    from xdrl.observation_encoding import OneHotObservation
+    from xdrl.envs.observation_encoding import OneHotObservation
+    from xdrl.training.env_state import gym_envs
 
     owner = env
     envs = gym_envs(env)

@@ -29,7 +29,7 @@ from torch import nn
 class OneHot(nn.Module):
     """Integer observations ``[batch, *shape]`` as the float32 one-hot vector of their joint
     state (torch's ``one_hot`` of cell ``ravel_multi_index(value - low, counts)``): the torch form
-    of :class:`xdrl.observation_encoding.OneHotObservation`, so the encoding exports with the
+    of :class:`xdrl.envs.observation_encoding.OneHotObservation`, so the encoding exports with the
     policy. An observation outside the space raises in torch.
 
     Args:

@@ -11,9 +11,10 @@ from typing import Any
 
 import yaml
 
-from xdrl.checkpointing import BEST_SUMMARY_KEY, CHECKPOINT_DIR, CONFIG_FILE
-from xdrl.errors import ConfigError
-from xdrl.files import SUMMARY_FILE
+from xdrl.config.errors import ConfigError
+from xdrl.config.renames import renamed_config
+from xdrl.run.layout import SUMMARY_FILE
+from xdrl.training.checkpointing import BEST_SUMMARY_KEY, CHECKPOINT_DIR, CONFIG_FILE
 
 
 def _frames(path: Path) -> int | None:
@@ -102,7 +103,7 @@ def saved_config(checkpoint: Path) -> dict[str, Any]:
     """The resolved config the checkpoint was written under."""
     path = checkpoint / CONFIG_FILE
     try:
-        config = yaml.safe_load(path.read_text())
+        config = renamed_config(yaml.safe_load(path.read_text()))
     except (OSError, yaml.YAMLError) as err:
         raise ConfigError("--checkpoint", f"{path} cannot be read ({err})") from None
     if not isinstance(config, Mapping):
@@ -133,11 +134,11 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
 
 def check_override(config: Any, key: str) -> None:
     """The overridden ``env.*`` / ``eval.*`` value in ``config`` (an OmegaConf node) checked as
-    ``xdrl-train`` checks it (:func:`xdrl.config_check.check_value` against the env factory's
+    ``xdrl-train`` checks it (:func:`xdrl.config.check.check_value` against the env factory's
     signature or the eval settings class); a nested key checks its top-level key's value."""
     from omegaconf import OmegaConf
 
-    from xdrl.config_check import FROM_DEFAULTS, SETTINGS, check_value, read_signature
+    from xdrl.config.check import FROM_DEFAULTS, SETTINGS, check_value, read_signature
 
     group, _, rest = key.partition(".")
     name = rest.partition(".")[0]

@@ -23,7 +23,7 @@ def log_model(run_dir: str | Path, summary_file: str | Path) -> Path | None:
     if run is None:
         log.warning("logging.log_model: no active W&B run; nothing uploaded")
         return None
-    from xdrl.errors import ConfigError
+    from xdrl.config.errors import ConfigError
     from xdrl.policy.export import ExportError, export_policy
     from xdrl.policy.loading import load_run
 

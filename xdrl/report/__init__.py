@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xdrl.errors import first_line
+from xdrl.config.errors import first_line
 
 log = logging.getLogger(__name__)
 

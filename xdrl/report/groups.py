@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from xdrl.nested import flatten
+from xdrl.config.nested import flatten
 from xdrl.report.runs import RunRecord
 
 # Per-run keys: they differ between seeds of one configuration without changing it.

@@ -1,7 +1,8 @@
 """Find run folders and read back what each run left on disk (no torch, no Hydra).
 
 A run folder holds Hydra's ``.hydra/config.yaml``; a finished one also ``summary.json`` (written
-by ``xdrl.run``) and, when it evaluated, ``evaluations.jsonl`` (``xdrl.evaluation_history``). A
+by ``xdrl.run.lifecycle``) and, when it evaluated, ``evaluations.jsonl``
+(``xdrl.trainer_hooks.evaluation_history``). A
 folder with a config but neither file is listed as ``incomplete`` (it failed before training,
 was killed, or is still running). A line of ``evaluations.jsonl`` that cannot be read (random
 bytes, a non-numeric value, a torn last line) is skipped and kept in :attr:`RunRecord.skipped`,
@@ -20,8 +21,9 @@ from typing import Any, TypeGuard
 
 import yaml
 
-from xdrl.evaluation_history import EVALUATIONS_FILE
-from xdrl.files import SUMMARY_FILE
+from xdrl.config.renames import renamed_config
+from xdrl.run.layout import SUMMARY_FILE
+from xdrl.trainer_hooks.evaluation_history import EVALUATIONS_FILE
 
 CONFIG_FILE = Path(".hydra") / "config.yaml"
 OVERRIDES_FILE = Path(".hydra") / "overrides.yaml"
@@ -164,7 +166,7 @@ def _walk(root: Path) -> Iterable[Path]:
 
 def _read_yaml(path: Path, default: Any) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return renamed_config(yaml.safe_load(path.read_text()))
     except (OSError, yaml.YAMLError):
         return default
 

@@ -1,6 +1,7 @@
 """The end of a multirun: ``xdrl-report`` on the sweep folder, and its W&B copy.
 
-Called by :class:`xdrl.sweep.SweepSummary` in the process that launched the sweep: nothing here
+Called by :class:`xdrl.sweep.summary.SweepSummary` in the process that launched the sweep: nothing
+here
 imports torch, and SciPy, matplotlib and wandb only once a report is written.
 """
 
@@ -77,7 +78,8 @@ def sweep_report(
 
 
 def sweep_group(sweep_dir: str) -> str:
-    """The W&B group of a sweep's jobs: the sweep folder's last two parts (as xdrl.build)."""
+    """The W&B group of a sweep's jobs: the sweep folder's last two parts (as
+    xdrl.training.build)."""
     return "/".join(str(sweep_dir).rstrip("/").split("/")[-2:])
 
 

@@ -1,6 +1,7 @@
 """The evaluation env normalizes observations with the training env's statistics, frozen.
 
-With ``env.normalize_observations: true`` each env built by :func:`xdrl.envs.make_env` carries a
+With ``env.normalize_observations: true`` each env built by :func:`xdrl.envs.factory.make_env`
+carries a
 TorchRL ``VecNormV2``. Left alone, the evaluation env's would learn its own running statistics
 from evaluation episodes only, so the evaluated policy would see observations scaled otherwise
 than those it was trained on (and its numbers would drift with the evaluation schedule). This

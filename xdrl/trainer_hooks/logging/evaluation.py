@@ -15,8 +15,8 @@ from torchrl.checkpoint import GlobalRNGState
 from torchrl.envs import EnvBase
 from torchrl.trainers.trainers import Trainer
 
-from xdrl.env_state import gym_envs
 from xdrl.trainer_hooks.base import XdrlHook
+from xdrl.training.env_state import gym_envs
 
 from . import render as _render
 from ._common import EVAL_PREFIX, VIDEO_NAME

@@ -12,7 +12,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from xdrl.collector import VectorEnv
+from xdrl.lean.collector import VectorEnv
 
 from ._common import (
     CHOSEN_VALUE_KEY,

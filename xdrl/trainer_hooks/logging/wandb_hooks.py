@@ -7,7 +7,7 @@ from typing import Any
 
 from torchrl.trainers.trainers import Trainer
 
-from xdrl.loggers import close_logger
+from xdrl.training.loggers import close_logger
 
 from ..base import XdrlHook
 
@@ -111,7 +111,7 @@ class WandbFlushHook(XdrlHook):
 class WandbFinishHook(XdrlHook):
     """Finish the W&B run at the Trainer's ``shutdown`` stage.
 
-    Closes the trainer's logger with :func:`xdrl.loggers.close_logger` (TorchRL's
+    Closes the trainer's logger with :func:`xdrl.training.loggers.close_logger` (TorchRL's
     ``Logger.close()``, which finishes the W&B run), the one place xdrl finishes W&B: the run
     calls it again in a ``finally`` for crashes and signals, where it does nothing the second
     time. Errors are logged and swallowed, so offline or disabled W&B runs never fail shutdown.

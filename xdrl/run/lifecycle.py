@@ -1,0 +1,383 @@
+"""One training run from a composed config: build, evaluate, train, summarize, clean up."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from xdrl.config.errors import RunError, first_line, trace_to_log_files
+from xdrl.config.resume import saved_config
+from xdrl.run.layout import SUMMARY_FILE, write_atomically
+from xdrl.run.lock import RunDirLock
+from xdrl.run.process import ProcessSettings
+from xdrl.run.segments import earlier_segments, whole_run_timing
+from xdrl.training.build import Run, build_trainer
+from xdrl.training.checkpointing import BEST_SUMMARY_KEY, RunComplete, resumed_run_dir
+from xdrl.training.loggers import close_logger
+from xdrl.training.precision import autocast
+
+log = logging.getLogger(__name__)
+
+
+def write_summary(run_dir: str, summary: dict[str, Any]) -> Path:
+    """Write ``summary.json`` atomically (temporary file, then rename)."""
+    path = Path(run_dir) / SUMMARY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomically(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+
+class _StopRequest:
+    """SIGINT (Ctrl-C), SIGTERM, SIGUSR2: let the current iteration finish, then stop; the
+    Trainer checkpoints. A second SIGINT aborts at once (``KeyboardInterrupt``, no checkpoint).
+
+    Afterwards :meth:`forward` hands SIGTERM/SIGUSR2 to whoever listened before (submitit's
+    handler requeues the SLURM job, whose next start resumes from the checkpoint), or exits
+    128+signum.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2)
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.signal: str | None = None
+        self._signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopRequest:
+        for sig in self.SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT and self._signum is not None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt  # the second Ctrl-C: abort now
+        if self._signum != signal.SIGUSR2:  # a later SIGTERM must not hide submitit's USR2
+            self._signum = signum
+            self.signal = signal.Signals(signum).name
+        hint = " (Ctrl-C again to abort at once)" if signum == signal.SIGINT else ""
+        log.warning(
+            "%s received: stopping after this iteration (an evaluation stops at once)%s",
+            self.signal,
+            hint,
+        )
+        self.run.trainer.request_stop(self.signal)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the stop came from Ctrl-C (SIGINT)."""
+        return self._signum == signal.SIGINT
+
+    def forward(self) -> None:
+        """Pass a received signal on, once the checkpoint and the logs are written."""
+        if self._signum is None:
+            return
+        previous = self._previous.get(self._signum)
+        if callable(previous) and not self.interrupted:
+            log.info("Handing %s to the previous handler (%s)", self.signal, previous)
+            previous(self._signum, None)
+        raise SystemExit(128 + self._signum)
+
+
+_MEMMAP_WRITE = re.compile(
+    r"unable to write to file <(?P<path>[^>]*)>: (?P<what>.*) \((?P<errno>\d+)\)"
+)
+
+
+def _as_io_error(err: BaseException) -> OSError | None:
+    """``err`` as an OSError: itself, or torch's memmap ``RuntimeError("unable to write to file
+    <path>: No space left on device (28)")`` (tensordict writes checkpoint tensors that way)."""
+    if isinstance(err, OSError):
+        return err
+    match = _MEMMAP_WRITE.search(str(err))
+    if match is None:
+        return None
+    return OSError(int(match["errno"]), match["what"], match["path"])
+
+
+def _one_line(err: BaseException) -> str:
+    """``Type: first line of the message``, for summary.json and the sweep table."""
+    return f"{type(err).__name__}: {first_line(err)}" if str(err).strip() else type(err).__name__
+
+
+def _io_error_line(err: OSError, run_dir: str) -> str:
+    """``No space left on device: <path>``: what went wrong, naming the path."""
+    where = err.filename or f"a file under {run_dir}"
+    return f"{err.strerror or type(err).__name__}: {where}"
+
+
+def run(
+    cfg: DictConfig,
+    process: ProcessSettings | None = None,
+    accept: Callable[[], None] | None = None,
+) -> float | None:
+    """Train the run ``cfg`` describes, holding its run dir, and return ``cfg.objective``.
+
+    ``process``: what the entry point's :func:`~xdrl.run.process.setup_process` decided (None: a
+    non-terminal process, as in tests). ``accept``: called once the run is accepted, just before
+    it trains (the CLI writes ``.hydra/`` then); a refused resume, a dir held by another run or
+    a run already complete never calls it."""
+    with RunDirLock(cfg.run_dir):
+        return _run(
+            cfg, interactive=process.interactive if process is not None else False, accept=accept
+        )
+
+
+def _run(
+    cfg: DictConfig, *, interactive: bool, accept: Callable[[], None] | None = None
+) -> float | None:
+    """Train the run ``cfg`` describes and return ``cfg.objective`` from the final metrics."""
+    start = time.perf_counter()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        run_ = build_trainer(cfg, interactive=interactive)
+    except RunComplete as done:
+        return _already_complete(cfg, done)
+    trainer = run_.trainer
+    segment = _Segment(cfg, run_, start, started)
+    status, error = "failed", None
+    eval_metrics: dict[str, float] = {}
+    try:
+        if accept is not None:
+            accept()
+        with _StopRequest(run_) as stop, autocast(run_.precision, cfg.device):
+            _evaluate_and_train(cfg, run_, stop, segment)
+        status = _final_status(stop, trainer, run_)
+    except KeyboardInterrupt:
+        status, error = "interrupted", "aborted by a second Ctrl-C; no checkpoint at the stop"
+        raise
+    except (OSError, RuntimeError) as err:  # a full disk, a lost mount: one line, trace in the log
+        io_error = _as_io_error(err)
+        if io_error is None:
+            error = _one_line(err)
+            raise
+        error = _io_error_line(io_error, cfg.run_dir)
+        trace_to_log_files(err, "Run failed", log)
+        raise RunError(error) from err
+    except Exception as err:
+        error = _one_line(err)  # summary.json and the sweep table say why
+        raise
+    finally:
+        eval_metrics = segment.eval_metrics()
+        frames = int(trainer.collected_frames)
+        summary = segment.summary(status, error, eval_metrics)
+        if status == "completed" and stop.signal:
+            summary["signal"] = stop.signal  # arrived in the last iteration: nothing left to stop
+        _close(cfg.run_dir, run_, summary, log_model=cfg.logging.log_model)
+    if status == "completed" and stop.signal:
+        print(
+            f"xdrl-train: {stop.signal} arrived in the last iteration: {cfg.run_dir} trained its "
+            f"whole budget ({frames:,} frames) and is complete",
+            file=sys.stderr,
+        )
+    elif stop.interrupted:
+        print(
+            f"xdrl-train: interrupted at {frames:,} frames in {cfg.run_dir}; "
+            f"{_what_was_saved(cfg, frames)}",
+            file=sys.stderr,
+        )
+    stop.forward()
+    objective = eval_metrics.get(cfg.objective)
+    if eval_metrics:
+        log.info("Final evaluation: %s", json.dumps(eval_metrics, sort_keys=True))
+    return float(objective) if objective is not None else None
+
+
+def _evaluate_and_train(cfg: DictConfig, run_: Run, stop: _StopRequest, segment: _Segment) -> None:
+    """The step-0 evaluation (eval.before_training, a fresh run) or the evaluation a stop
+    interrupted at the frames a run resumes from, then training; a stop during that evaluation
+    ends the run there (a step-0 one: no frames, no checkpoint)."""
+    eval_set = run_.hook_set.eval_hook_set
+    if cfg.eval.enabled and cfg.eval.before_training and run_.trainer.collected_frames == 0:
+        run_.hook_set.run_pre_eval()
+    elif eval_set is not None:
+        eval_set.redo_interrupted()
+    segment.train_start = time.perf_counter()
+    if stop.signal is None:
+        run_.trainer.train()
+
+
+def _what_was_saved(cfg: DictConfig, frames: int) -> str:
+    """What an interrupted run leaves behind, for its last stderr line."""
+    if not cfg.checkpoint.enabled:
+        return "logs written, no checkpoint (checkpoint.enabled=false)"
+    if frames == 0:  # stopped in the step-0 evaluation
+        return "no checkpoint yet: the same command starts afresh"
+    return "checkpoint and logs written; run the same command again to continue"
+
+
+def _final_status(stop: _StopRequest, trainer: Any, run_: Run) -> str:
+    """``completed`` once the whole budget is trained, whatever signal arrived during the last
+    iteration (the Trainer has already evaluated and checkpointed it as the end), unless the
+    signal interrupted the final evaluation (the same command then resumes to evaluate it);
+    else ``interrupted`` (Ctrl-C) or ``stopped`` (SIGTERM, SIGUSR2)."""
+    if trainer.collected_frames >= trainer.total_frames and _interrupted_evaluation(run_) is None:
+        return "completed"
+    return "interrupted" if stop.interrupted else "stopped" if stop.signal else "completed"
+
+
+class _Segment:
+    """This process's part of a run (a segment: from the frames it resumed at to those it
+    stopped at) and the ``summary.json`` of the whole run it ends."""
+
+    def __init__(self, cfg: DictConfig, run_: Run, start: float, started: str) -> None:
+        self.cfg, self.run = cfg, run_
+        self.start, self.started = start, started
+        self.train_start: float | None = None
+        self.start_frames = int(run_.trainer.collected_frames)
+        resumed = run_.resumed_from
+        earlier = resumed_run_dir(Path(resumed)) / SUMMARY_FILE if resumed else None
+        self.earlier = earlier_segments(earlier, self.start_frames)
+        self.stale_eval = resumed is not None and _eval_settings_changed(cfg, resumed)
+        self.evaluations_before = _num_evaluations(run_)
+
+    def eval_metrics(self) -> dict[str, float]:
+        """The last evaluation's metrics; none when this segment resumed under other eval
+        settings and has not evaluated yet (the checkpoint's were measured under the old)."""
+        if self.stale_eval and _num_evaluations(self.run) == self.evaluations_before:
+            log.info("No evaluation under this run's eval settings yet: summary.json has none")
+            return {}
+        eval_set = self.run.hook_set.eval_hook_set
+        return dict(eval_set.last_metrics) if eval_set is not None else {}
+
+    def summary(
+        self, status: str, error: str | None, eval_metrics: dict[str, float]
+    ) -> dict[str, Any]:
+        """``summary.json``: the outcome, whole-run timing and every segment's."""
+        cfg, frames = self.cfg, int(self.run.trainer.collected_frames)
+        now = time.perf_counter()
+        train_time = round(now - self.train_start, 3) if self.train_start is not None else 0.0
+        trained = frames - self.start_frames
+        skip = int(cfg.env.frame_skip)  # emulator frames per agent step
+        segment = {
+            "frames": [self.start_frames, frames],
+            "started": self.started,
+            "wall_time_s": round(now - self.start, 3),
+            "train_time_s": train_time,
+            "frames_per_second": round(trained / train_time, 1) if train_time > 0 else None,
+            "agent_steps_per_second": (
+                round(trained / skip / train_time, 1) if train_time > 0 else None
+            ),
+            "status": status,
+            "resumed_from": self.run.resumed_from,
+            # what num_threads resolved to in this process (auto reads cores and load)
+            "torch_threads": torch.get_num_threads(),
+        }
+        segments = [*self.earlier, segment]
+        summary: dict[str, Any] = {
+            "status": status,
+            "total_frames": frames,
+            "agent_steps": frames // skip,
+            "frame_skip": skip,
+            **whole_run_timing(segments),
+            "seed": cfg.seed,
+            "env": cfg.env.id,
+            "algorithm": cfg.algorithm.build._target_.rsplit(".", 2)[-2],
+            "eval": eval_metrics,
+            "segments": segments,
+        }
+        if self.run.resumed_from:
+            summary["resumed_from"] = self.run.resumed_from
+            summary["resume_exact"] = self.run.resume_approximate is None
+            if self.run.resume_approximate is not None:
+                summary["resume_approximate_reason"] = self.run.resume_approximate
+        best = _best_checkpoint(self.run.trainer)
+        if best is not None:
+            summary[BEST_SUMMARY_KEY] = best  # checkpoint.keep_best; xdrl-eval --checkpoint best
+        interrupted = _interrupted_evaluation(self.run)
+        if interrupted is not None:  # dropped: no record, no eval/ metrics; redone on resume
+            summary["evaluation_interrupted"] = interrupted
+        if error is not None:
+            summary["error"] = error
+        offline = getattr(self.run.logger, "offline_fallback", None)
+        if offline:
+            summary["wandb_offline"] = offline  # W&B could not reach its server: `wandb sync` it
+        return summary
+
+
+def _interrupted_evaluation(run_: Run) -> dict[str, Any] | None:
+    """The evaluation a stop interrupted (its frames and subgroups), None when there was none."""
+    eval_set = run_.hook_set.eval_hook_set
+    frames = eval_set.interrupted_at if eval_set is not None else None
+    if eval_set is None or frames is None:
+        return None
+    subgroups = [h.metric_subgroup for h in eval_set.hooks if h.interrupted_at is not None]
+    return {"frames": frames, "subgroups": subgroups}
+
+
+def _num_evaluations(run_: Run) -> int:
+    eval_set = run_.hook_set.eval_hook_set
+    return sum(hook.num_evaluations for hook in eval_set.hooks) if eval_set is not None else 0
+
+
+def _eval_settings_changed(cfg: DictConfig, checkpoint: str) -> bool:
+    """Whether ``cfg.eval`` differs from the eval settings ``checkpoint`` was written under."""
+    saved = saved_config(Path(checkpoint)) or {}
+    return saved.get("eval") != OmegaConf.to_container(cfg.eval, resolve=True)
+
+
+def _already_complete(cfg: DictConfig, done: RunComplete) -> float | None:
+    """A run that trained its whole budget, run again: nothing is built, trained, evaluated or
+    written (the eval settings may differ from the recorded evaluation's). The objective comes
+    back from ``summary.json`` only when the eval settings are those it was recorded under."""
+    run_dir = resumed_run_dir(done.checkpoint)
+    line = (
+        f"{run_dir} is already complete ({done.frames:,} frames, total_frames="
+        f"{cfg.total_frames:,}): nothing was trained or evaluated and its record is unchanged; "
+        f"to evaluate it under other settings run `xdrl-eval {run_dir}`, to train it further "
+        "raise total_frames"
+    )
+    print(f"xdrl-train: {line}", file=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, line, (), None))
+    if _eval_settings_changed(cfg, str(done.checkpoint)):
+        return None
+    try:
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+        objective = (summary.get("eval") or {}).get(cfg.objective)
+    except (OSError, ValueError, AttributeError):
+        objective = None
+    return float(objective) if isinstance(objective, int | float) else None
+
+
+def _best_checkpoint(trainer: Any) -> str | None:
+    """The folder name of the best evaluation's checkpoint (None without keep_best)."""
+    rotation = getattr(trainer, "checkpoint_rotation", None)
+    if rotation is None or rotation.keep_best is None:
+        return None
+    try:
+        best = rotation.best()
+    except OSError:
+        return None
+    return best.name if best is not None else None
+
+
+def _close(run_dir: str, run_: Run, summary: dict[str, Any], log_model: bool = False) -> None:
+    """Write summary.json, close the envs and the logger (W&B is finished); an I/O error here is
+    logged, not raised."""
+    try:
+        path = write_summary(run_dir, summary)
+        log.info("Wrote %s (%s, %d frames)", path, summary["status"], summary["total_frames"])
+    except OSError as err:
+        log.error("Could not write the summary: %s", _io_error_line(err, run_dir))
+    run_.close()
+    if log_model and summary["status"] == "completed":
+        from xdrl.policy.wandb_model import log_model as upload
+
+        upload(run_dir, Path(run_dir) / SUMMARY_FILE)
+    close_logger(run_.logger)

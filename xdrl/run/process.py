@@ -1,0 +1,87 @@
+"""Process-wide set-up for one ``xdrl-train`` process, done once by the entry point.
+
+Builders stay free of side effects on the process (tests call them directly); everything that
+changes the interpreter, torch or logging for the whole process is here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    """What :func:`setup_process` decided, for the builders to read."""
+
+    num_threads: int
+    interactive: bool  # stdout is a terminal: a progress bar instead of plain progress lines
+
+
+def setup_process(cfg: DictConfig) -> ProcessSettings:
+    """Set the torch thread count, tensordict's pandas lookup, TorchRL's log routing and the
+    logging error policy, and read whether stdout is a terminal."""
+    import torch
+
+    from xdrl.run.threads import available_cores, hidden_sizes, resolve_num_threads, wants_cores
+    from xdrl.training.speedups import cache_missing_pandas
+
+    logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
+    cache_missing_pandas()  # tensordict looks pandas up on every module call (~10% of PPO time)
+    hidden = hidden_sizes(cfg.algorithm.build)
+    jobs = concurrent_jobs(_hydra_launcher())
+    measured = wants_cores(cfg.num_threads, hidden)
+    cores = available_cores() if measured else 1  # samples the load: only where it decides
+    threads = resolve_num_threads(cfg.num_threads, hidden, max(1, cores // jobs))
+    if measured and jobs > 1:
+        log.info("num_threads auto: %d (%d cores shared by up to %d parallel jobs)", threads,
+                 cores, jobs)  # fmt: skip
+    torch.set_num_threads(threads)
+    plain_torchrl_logging()
+    return ProcessSettings(num_threads=threads, interactive=sys.stdout.isatty())
+
+
+def concurrent_jobs(launcher: Mapping[str, Any] | None) -> int:
+    """Sweep jobs that may run beside this one on this machine and share its cores: a joblib
+    launcher's ``n_jobs`` as joblib counts it (``-1``: the CPUs joblib may use, affinity and cgroup
+    quota included; ``-2``: one fewer); 1 for a single
+    run, the basic launcher (one job at a time) and SLURM (each job gets its own CPUs)."""
+    if not launcher or "joblib" not in str(launcher.get("_target_", "")).lower():
+        return 1
+    n_jobs = launcher.get("n_jobs")
+    if n_jobs is None:
+        return 1
+    from joblib import effective_n_jobs  # installed with the joblib launcher
+
+    return max(1, int(effective_n_jobs(int(n_jobs))))
+
+
+def _hydra_launcher() -> Mapping[str, Any] | None:
+    """The launcher node of the Hydra job this process runs (None outside Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    launcher = HydraConfig.get().launcher
+    return dict(launcher) if launcher is not None else None
+
+
+def plain_torchrl_logging() -> None:
+    """TorchRL's logger prints its own green ANSI lines to stdout, even into files, and skips
+    the run's log; send its warnings through the run's handlers instead (its INFO lines, such as
+    "Initialized LazyTensorStorage", say nothing to a user). ``RL_LOGGING_LEVEL`` still rules."""
+    import torchrl  # noqa: F401 - its logger is set up on import; reroute it after
+
+    torchrl_log = logging.getLogger("torchrl")
+    for handler in list(torchrl_log.handlers):
+        torchrl_log.removeHandler(handler)
+    torchrl_log.propagate = True
+    torchrl_log.setLevel(os.environ.get("RL_LOGGING_LEVEL", "WARNING"))

@@ -1,0 +1,10 @@
+"""What ``build_trainer`` wires from a checked config.
+
+- ``build``: ``build_trainer(cfg)``, the env, algorithm parts, collector, optimizer, logger and
+  hooks of one run.
+- ``checkpointing``: ``VerifiedCheckpoint`` (TorchRL's ``Checkpoint`` with checksums) and which
+  checkpoint a run resumes from.
+- ``env_state``: the train and evaluation envs saved mid-episode with each checkpoint.
+- ``loggers``: xdrl's TorchRL loggers (CSV, W&B, TensorBoard).
+- ``precision``: fp32 or bf16 autocast; ``speedups``: process-wide fixes of per-call overheads.
+"""

@@ -118,3 +118,17 @@ def test_a_saved_config_reads_with_todays_targets() -> None:
     assert {
         k: v for k, v in renamed.items() if k not in {"env", "eval", "logging", "checkpoint"}
     } == {k: v for k, v in saved.items() if k not in {"env", "eval", "logging", "checkpoint"}}
+
+
+def test_the_layout_names_every_file_and_folder_of_a_run_dir() -> None:
+    """xdrl.run.layout answers "which files does a run dir hold?": every entry of a real run dir
+    (and of its checkpoint) has its name there; Hydra's job log and TorchRL's components aside."""
+    from xdrl.run import layout
+
+    names = {v for k, v in vars(layout).items() if k.isupper() and isinstance(v, str)}
+    run = FIXTURES / "cartpole_ppo_v1"
+    (checkpoint,) = (run / layout.CHECKPOINT_DIR).iterdir()
+    assert layout.CHECKPOINT_NAME.fullmatch(checkpoint.name)
+    assert {p.name for p in run.iterdir()} - {"ppo_cartpole.log"} <= names
+    assert {p.name for p in (run / layout.HYDRA_DIR).iterdir()} <= names
+    assert {p.name for p in checkpoint.iterdir()} - {"components"} <= names

@@ -8,7 +8,6 @@ it again inside every run, sweep jobs included.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,10 @@ import yaml
 from xdrl.config.errors import ConfigError
 from xdrl.config.nested import flatten
 from xdrl.config.renames import renamed_config
+from xdrl.run.layout import CHECKPOINT_CONFIG_FILE as CONFIG_FILE
+from xdrl.run.layout import CHECKPOINT_DIR, CHECKPOINT_NAME
 
-CHECKPOINT_DIR = "checkpoints"
-CONFIG_FILE = "config.yaml"
 NEVER = "never"
-CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
 
 # Keys whose change makes a checkpoint meaningless or unloadable: the networks, losses and
 # optimizer (everything under algorithm), the environment, and the batch the algorithm was sized

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from xdrl.config.renames import renamed_config
-from xdrl.run.layout import SUMMARY_FILE
+from xdrl.run.layout import HYDRA_CONFIG_FILE, HYDRA_DIR, SUMMARY_FILE
 
 
 @dataclass
@@ -30,7 +30,9 @@ class JobRecord:
 def read_job(job_dir: Path) -> JobRecord | None:
     """The record of one job folder (None when it holds no readable ``.hydra/config.yaml``)."""
     try:
-        config = renamed_config(yaml.safe_load((job_dir / ".hydra" / "config.yaml").read_text()))
+        config = renamed_config(
+            yaml.safe_load((job_dir / HYDRA_DIR / HYDRA_CONFIG_FILE).read_text())
+        )
     except (OSError, yaml.YAMLError):
         return None
     if not isinstance(config, dict):

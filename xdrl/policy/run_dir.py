@@ -13,7 +13,7 @@ import yaml
 
 from xdrl.config.errors import ConfigError
 from xdrl.config.renames import renamed_config
-from xdrl.run.layout import SUMMARY_FILE
+from xdrl.run.layout import HYDRA_CONFIG_FILE, HYDRA_DIR, MANIFEST_FILE, SUMMARY_FILE
 from xdrl.training.checkpointing import BEST_SUMMARY_KEY, CHECKPOINT_DIR, CONFIG_FILE
 
 
@@ -35,7 +35,7 @@ def check_run_dir(path: str | Path) -> Path:
     if not run_dir.is_dir():
         raise ConfigError("RUN_DIR", f"{run_dir} is not a folder; pass a run dir of xdrl-train")
     if (
-        not (run_dir / ".hydra" / "config.yaml").is_file()
+        not (run_dir / HYDRA_DIR / HYDRA_CONFIG_FILE).is_file()
         and not (run_dir / CHECKPOINT_DIR).is_dir()
     ):
         raise ConfigError(
@@ -51,7 +51,7 @@ def resolve_checkpoint(run_dir: Path, which: str = "last") -> Path:
     found = checkpoints(run_dir)
     if which not in ("last", "best") and not which.isdigit():
         path = Path(which).expanduser()
-        if not (path / "manifest.json").is_file():
+        if not (path / MANIFEST_FILE).is_file():
             raise ConfigError(
                 "--checkpoint", f"{path} is not a checkpoint; pass last, best, N or a checkpoint"
             )
@@ -93,7 +93,7 @@ def _best(run_dir: Path, found: list[Path]) -> Path:
 def checkpoint_frames(checkpoint: Path) -> int:
     """Collected frames recorded in the checkpoint's manifest (the folder name as fallback)."""
     try:
-        manifest = json.loads((checkpoint / "manifest.json").read_text())
+        manifest = json.loads((checkpoint / MANIFEST_FILE).read_text())
         return int(manifest["metadata"]["collected_frames"])
     except (OSError, ValueError, KeyError, TypeError):
         return _frames(checkpoint) or 0

@@ -22,11 +22,16 @@ from typing import Any, TypeGuard
 import yaml
 
 from xdrl.config.renames import renamed_config
-from xdrl.run.layout import SUMMARY_FILE
-from xdrl.trainer_hooks.evaluation_history import EVALUATIONS_FILE
+from xdrl.run.layout import (
+    EVALUATIONS_FILE,
+    HYDRA_CONFIG_FILE,
+    HYDRA_DIR,
+    HYDRA_OVERRIDES_FILE,
+    SUMMARY_FILE,
+)
 
-CONFIG_FILE = Path(".hydra") / "config.yaml"
-OVERRIDES_FILE = Path(".hydra") / "overrides.yaml"
+CONFIG_FILE = Path(HYDRA_DIR) / HYDRA_CONFIG_FILE
+OVERRIDES_FILE = Path(HYDRA_DIR) / HYDRA_OVERRIDES_FILE
 INCOMPLETE = "incomplete"
 
 

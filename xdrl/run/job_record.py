@@ -18,11 +18,17 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from xdrl.run.layout import (
+    HISTORY_DIR,
+    HYDRA_CONFIG_FILE,
+    HYDRA_DIR,
+    HYDRA_OVERRIDES_FILE,
+    HYDRA_SETTINGS_FILE,
+)
+
 log = logging.getLogger(__name__)
 
-HYDRA_DIR = ".hydra"
-HISTORY_DIR = Path(HYDRA_DIR) / "history"
-FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
+FILES = (HYDRA_CONFIG_FILE, HYDRA_SETTINGS_FILE, HYDRA_OVERRIDES_FILE)
 
 
 class JobRecord:
@@ -54,15 +60,15 @@ class JobRecord:
         if hydra_cfg.output_subdir is not None:  # Hydra wrote it already
             return None
         texts = {
-            "config.yaml": OmegaConf.to_yaml(cfg),
-            "hydra.yaml": OmegaConf.to_yaml(HydraConfig.instance().cfg),  # {"hydra": ...}
-            "overrides.yaml": OmegaConf.to_yaml(hydra_cfg.overrides.task),
+            HYDRA_CONFIG_FILE: OmegaConf.to_yaml(cfg),
+            HYDRA_SETTINGS_FILE: OmegaConf.to_yaml(HydraConfig.instance().cfg),  # {"hydra": ...}
+            HYDRA_OVERRIDES_FILE: OmegaConf.to_yaml(hydra_cfg.overrides.task),
         }
         return cls(hydra_cfg.runtime.output_dir, texts)
 
     def exists(self) -> bool:
         """Whether the run dir already holds a run's config."""
-        return (self.dir / "config.yaml").is_file()
+        return (self.dir / HYDRA_CONFIG_FILE).is_file()
 
     def write_if_absent(self) -> None:
         """Write the files into a dir that holds no run's config (a new run, or one whose earlier
@@ -81,13 +87,13 @@ class JobRecord:
             os.replace(tmp, self.dir / name)
 
     def _keep_changed_config(self) -> None:
-        old = self.dir / "config.yaml"
-        if not old.is_file() or old.read_text() == self.texts["config.yaml"]:
+        old = self.dir / HYDRA_CONFIG_FILE
+        if not old.is_file() or old.read_text() == self.texts[HYDRA_CONFIG_FILE]:
             return
         history = self.dir.parent / HISTORY_DIR
         history.mkdir(parents=True, exist_ok=True)
         n = 1 + max((int(p.name.split("-")[0]) for p in history.glob("*-config.yaml")), default=0)
-        for name in ("config.yaml", "overrides.yaml"):
+        for name in (HYDRA_CONFIG_FILE, HYDRA_OVERRIDES_FILE):
             if (self.dir / name).is_file():
                 (history / f"{n}-{name}").write_text((self.dir / name).read_text())
         log.info("The run's previous config is kept in %s", history / f"{n}-config.yaml")

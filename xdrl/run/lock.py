@@ -26,10 +26,10 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from xdrl.config.errors import ConfigError
+from xdrl.run.layout import LOCK_FILE
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = ".xdrl-run.lock"
 _HELD: dict[Path, RunDirLock] = {}  # the locks this process holds, by resolved path
 
 

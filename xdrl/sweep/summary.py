@@ -22,7 +22,7 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from xdrl.run.layout import SUMMARY_FILE, write_atomically
+from xdrl.run.layout import HYDRA_DIR, HYDRA_SETTINGS_FILE, SUMMARY_FILE, write_atomically
 from xdrl.sweep.stop import (
     INTERRUPTED,
     STOP_FILE,
@@ -84,7 +84,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 def _job_identity(job_dir: Path) -> tuple[int | None, list[str]]:
     """The job number and task overrides Hydra saved in ``.hydra/hydra.yaml`` (or the dir name)."""
     try:
-        hydra_cfg = yaml.safe_load((job_dir / ".hydra" / "hydra.yaml").read_text())["hydra"]
+        hydra_cfg = yaml.safe_load((job_dir / HYDRA_DIR / HYDRA_SETTINGS_FILE).read_text())["hydra"]
         return int(hydra_cfg["job"]["num"]), [str(o) for o in hydra_cfg["overrides"]["task"]]
     except Exception:  # noqa: BLE001 - a half-written job folder still gets a row
         prefix = job_dir.name.split("_", 1)[0]
@@ -157,7 +157,7 @@ def find_job_dirs(sweep_dir: Path) -> list[Path]:
         for d in sweep_dir.iterdir()
         if d.is_dir()
         and not d.name.startswith(".")
-        and ((d / ".hydra").is_dir() or (d / SUMMARY_FILE).is_file())
+        and ((d / HYDRA_DIR).is_dir() or (d / SUMMARY_FILE).is_file())
     )
 
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xdrl.run.layout import write_atomically
+from xdrl.run.layout import EVALUATIONS_FILE, write_atomically
 
 if TYPE_CHECKING:  # imported for types only: xdrl-report reads the file without torch
     from torchrl.trainers.trainers import Trainer
@@ -27,8 +27,6 @@ if TYPE_CHECKING:  # imported for types only: xdrl-report reads the file without
     from xdrl.trainer_hooks.logging import LoggingEvaluationHookSet
 
 log = logging.getLogger(__name__)
-
-EVALUATIONS_FILE = "evaluations.jsonl"
 
 
 def read_evaluations(path: str | Path) -> list[dict[str, Any]]:

@@ -49,11 +49,18 @@ from xdrl.config.resume import (
     refuse_resume_changes,
     saved_config,
 )
-from xdrl.run.layout import SUMMARY_FILE, write_atomically
+from xdrl.run.layout import (
+    CHECKSUMS_FILE,
+    EVALUATIONS_FILE,
+    LOCK_FILE,
+    LOGS_DIR,
+    SUMMARY_FILE,
+    SUPERSEDED_DIR,
+    WANDB_DIR,
+    write_atomically,
+)
 
 log = logging.getLogger(__name__)
-
-CHECKSUMS_FILE = "checksums.json"
 
 
 class CorruptCheckpoint(Exception):
@@ -288,11 +295,11 @@ def resume_candidates(resume: str | None, run_dir: str) -> list[Path]:
 
 
 # What stays in a run dir that ``resume=never`` empties: earlier generations and the lock.
-_KEPT_IN_PLACE = ("superseded", ".xdrl-run.lock")
+_KEPT_IN_PLACE = (SUPERSEDED_DIR, LOCK_FILE)
 
 
 # What an earlier run leaves in its run dir (the CLI writes ``.hydra/`` before the run starts).
-_EARLIER_RUN = ("summary.json", "logs", "evaluations.jsonl", "wandb")
+_EARLIER_RUN = (SUMMARY_FILE, LOGS_DIR, EVALUATIONS_FILE, WANDB_DIR)
 
 
 def holds_earlier_run(run_dir: Path) -> bool:
@@ -309,7 +316,7 @@ def set_aside_previous_output(run_dir: Path, reason: str = "resume=never") -> No
     present = sorted(p for p in run_dir.iterdir() if p.name not in _KEPT_IN_PLACE)
     if not present:
         return
-    superseded = run_dir / "superseded"
+    superseded = run_dir / SUPERSEDED_DIR
     taken = [int(p.name) for p in superseded.glob("*") if p.name.isdigit()]
     aside = superseded / str(max(taken, default=0) + 1)
     aside.mkdir(parents=True)

@@ -27,6 +27,7 @@ from torchrl.record.loggers.wandb import WandbLogger as _TorchRLWandbLogger
 
 from xdrl.config.errors import ConfigError, first_line
 from xdrl.config.nested import flatten
+from xdrl.run.layout import SUPERSEDED_DIR, WANDB_STEP_FILE
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,6 @@ class CSVLogger(_TorchRLCSVLogger):
         path.write_text("".join(f"{k}: {v}\n" for k, v in flatten_config(cfg).items()))
 
 
-_WANDB_STEP_FILE = "wandb-last-step.txt"
-
-
 def _read_int(path: Path) -> int:
     """An integer stored in ``path`` (-1 when absent)."""
     try:
@@ -126,7 +124,7 @@ def stable_run_id(run_dir: str) -> str:
     """A W&B run id derived from the run directory, so a requeued job resumes the same run; a
     dir started afresh with ``resume=never`` (earlier output in ``superseded/``) gets a new one."""
     key = os.path.abspath(run_dir)
-    generations = len(list((Path(run_dir) / "superseded").glob("*")))
+    generations = len(list((Path(run_dir) / SUPERSEDED_DIR).glob("*")))
     if generations:
         key += f"#{generations}"
     return hashlib.sha1(key.encode()).hexdigest()[:16]
@@ -176,7 +174,7 @@ class WandbLogger(_TorchRLWandbLogger):
         os.environ.setdefault("WANDB_X_TRANSACTION_LOG_FLUSH_INTERVAL", "2")
         self.init_timeout_s = float(init_timeout_s)
         self.offline_fallback: str | None = None  # the offline run dir after a fallback
-        self._step_file = Path(save_dir) / _WANDB_STEP_FILE
+        self._step_file = Path(save_dir) / WANDB_STEP_FILE
         self._resumed_step = _read_int(self._step_file)
         self._written_step = self._resumed_step
         super().__init__(

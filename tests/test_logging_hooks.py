@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import sys
-import time
+import types
 
 import pytest
 import torch
@@ -24,6 +25,29 @@ from xdrl.trainer_hooks.logging import (
 )
 
 R = "collection/agents/reward"
+
+
+class _Clock:
+    """A clock the test moves by hand, put where the hooks read ``time.perf_counter``: timings
+    become exact numbers to compare, not spans of the wall clock."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> _Clock:
+    fake = _Clock()
+    for name in ("hook_set", "progress"):
+        module = importlib.import_module(f"xdrl.trainer_hooks.logging.{name}")
+        monkeypatch.setattr(module, "time", types.SimpleNamespace(perf_counter=fake.perf_counter))
+    return fake
 
 
 def _batch(*, episode_reward=None, reward=None, done=None, mask=None) -> TensorDict:
@@ -255,7 +279,7 @@ def test_progress_metrics_vector_reward_uses_weights():
     assert REWARD_MEAN not in plain(_batch(episode_reward=_vector_returns()))
 
 
-def test_progress_line_prints_plain_lines():
+def test_progress_line_prints_plain_lines(clock):
     counters = LoggingCountersHook()
     progress = LoggingProgressMetricsHook(group="agents", counters_hook=counters)
     progress(_batch())
@@ -267,12 +291,13 @@ def test_progress_line_prints_plain_lines():
     assert trainer.modules == {}  # no state: checkpoints do not depend on the terminal
     line._start()
     trainer.collected_frames = 250
-    time.sleep(0.01)
+    clock.advance(10.0)
     line(None)
-    text = stream.getvalue()
-    assert text.count("\n") == 1
-    assert "250/1,000 frames (25.0%)" in text and "episode_reward 4.67" in text
-    assert "fps" in text and "elapsed 0:00:00" in text and "eta " in text
+    # 250 frames in 10 s: 25 fps, and the 750 left take 30 s more
+    assert stream.getvalue() == (
+        "progress: 250/1,000 frames (25.0%) | 25 fps | episode_reward 4.67 | elapsed 0:00:10"
+        " | eta 0:00:30\n"
+    )
     trainer.collected_frames = 1000
     line._finish()
     line._finish()  # no duplicate final line
@@ -302,21 +327,41 @@ def test_progress_bar_counts_from_resumed_frames_and_shows_the_return():
     assert bar.bar is None
 
 
-def test_progress_line_waits_for_interval():
+def test_progress_line_waits_for_interval(clock):
     stream = io.StringIO()
-    line = ProgressLineHook(1000, interval_s=3600.0, stream=stream)
-    line.register(FakeTrainer())
+    line = ProgressLineHook(1000, interval_s=60.0, stream=stream)
+    trainer = FakeTrainer()
+    line.register(trainer)
     line._start()
+    trainer.collected_frames = 100
+    clock.advance(59.0)
     line(None)
-    assert stream.getvalue() == ""
-    line._finish()
+    assert stream.getvalue() == ""  # 59 s < 60 s
+    clock.advance(1.0)
+    line(None)
+    assert stream.getvalue().count("\n") == 1 and "elapsed 0:01:00" in stream.getvalue()
+    clock.advance(30.0)
+    line(None)
+    assert stream.getvalue().count("\n") == 1  # 30 s since the last line
+    line._finish()  # no new frames since the last line: nothing more
     assert stream.getvalue().count("\n") == 1
+    trainer.collected_frames = 200
+    line._finish()
+    assert stream.getvalue().count("\n") == 2
 
 
 # Timers of the hook set
 class _FakeEvaluations:
-    def __init__(self):
+    """An evaluation hook set that evaluates for ``seconds`` of the clock when the test says."""
+
+    def __init__(self, clock=None):
+        self.clock = clock
         self.pending = 0.0
+
+    def evaluate(self, seconds: float) -> None:
+        start = self.clock.perf_counter()
+        self.clock.advance(seconds)
+        self.pending += self.clock.perf_counter() - start
 
     def pop_eval_time(self):
         pending, self.pending = self.pending, 0.0
@@ -352,38 +397,37 @@ def test_hook_set_registration_order():
     assert trainer.modules == {"logging_hooks": hooks}
 
 
-def test_hook_set_timers_exclude_evaluation():
-    evaluations = _FakeEvaluations()
+def test_hook_set_timers_exclude_evaluation(clock):
+    evaluations = _FakeEvaluations(clock)
     hooks = LoggingHookSet(group="agents", frame_skip=1, eval_hook_set=evaluations)
     batch = _batch()
-    hooks._timers_setup()
-    time.sleep(0.02)  # collection
-    started = time.perf_counter()
-    assert hooks._timers_start(batch) is batch
+    hooks._timers_setup()  # t = 100
+    clock.advance(2.0)  # collection
+    assert hooks._timers_start(batch) is batch  # t = 102
     hooks.counters_hook(batch)
-    time.sleep(0.03)  # training
-    time.sleep(0.05)  # evaluation
-    evaluations.pending = 0.05
-    out = hooks._timers_end(batch)
-    span = time.perf_counter() - started
+    clock.advance(3.0)  # training
+    evaluations.evaluate(5.0)
+    out = hooks._timers_end(batch)  # t = 110
     _assert_python_numbers(out)
-    assert out["timers/collection_time"] >= 0.02
-    # training time is the iteration's span without the 0.05 s the evaluation reported
-    assert 0.03 <= out["timers/training_time"] <= span - 0.05
-    assert out["timers/eval_time"] == 0.05
-    assert out["timers/iteration_time"] == pytest.approx(
-        out["timers/collection_time"] + out["timers/training_time"]
-    )
-    assert out["timers/total_time"] == pytest.approx(
-        out["timers/iteration_time"] + out["timers/eval_time"]
-    )
-    assert out["timers/fps"] == pytest.approx(8 / out["timers/iteration_time"])
+    # 2 s collecting, then 8 s between the iteration's start and end, 5 of them evaluating
+    assert out["timers/collection_time"] == pytest.approx(2.0)
+    assert out["timers/training_time"] == pytest.approx(3.0)
+    assert out["timers/training_time"] + out["timers/eval_time"] == pytest.approx(8.0)
+    assert out["timers/iteration_time"] == pytest.approx(5.0)
+    assert out["timers/total_time"] == pytest.approx(10.0)
+    assert out["timers/fps"] == pytest.approx(8 / 5.0)  # 8 frames, evaluation not counted
     # No evaluation in the next iteration: no eval_time key.
+    clock.advance(1.0)
     hooks._timers_start(batch)
-    assert "timers/eval_time" not in hooks._timers_end(batch)
+    clock.advance(4.0)
+    out = hooks._timers_end(batch)
+    assert "timers/eval_time" not in out
+    assert out["timers/collection_time"] == pytest.approx(1.0)
+    assert out["timers/training_time"] == pytest.approx(4.0)
+    assert out["timers/total_time"] == pytest.approx(15.0)
     restored = LoggingHookSet(group="agents", frame_skip=1, eval_hook_set=_FakeEvaluations())
     restored.load_state_dict(hooks.state_dict())
-    assert restored._total_time == hooks._total_time > 0.1
+    assert restored._total_time == pytest.approx(15.0)
     assert restored.counters_hook.total_frames == 8
 
 

@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # workers on two cores halve the wall time; one file stays on one worker (module fixtures).
 TEST_WORKERS ?= 2
 
-.PHONY: install train test test-all test-slurm lint format docs bench slurm-start slurm-stop clean
+.PHONY: install train test test-all test-slurm lint format docs bench bench-venv check-presets slurm-start slurm-stop clean
 
 install: $(STAMP)
 
@@ -40,8 +40,8 @@ test-all: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(BIN)/ruff check xdrl hydra_plugins tests scripts
-	$(BIN)/ruff format --check xdrl hydra_plugins tests scripts
+	$(BIN)/ruff check xdrl hydra_plugins tests scripts benchmarks
+	$(BIN)/ruff format --check xdrl hydra_plugins tests scripts benchmarks
 	$(BIN)/mypy
 
 ## The documentation site (docs/, mkdocs.yml) into site/; warnings (a broken link or reference) are errors.
@@ -49,11 +49,23 @@ docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 format: install
-	$(BIN)/ruff format xdrl hydra_plugins tests scripts
-	$(BIN)/ruff check --fix xdrl hydra_plugins tests scripts
+	$(BIN)/ruff format xdrl hydra_plugins tests scripts benchmarks
+	$(BIN)/ruff check --fix xdrl hydra_plugins tests scripts benchmarks
 
+## Benchmarks against SB3 (benchmarks/): ARGS="--mode ppo-throughput --seeds 3 --reps 3"; needs `make bench-venv`.
 bench: install
-	$(BIN)/python scripts/bench.py $(ARGS)
+	$(BIN)/python -m benchmarks $(ARGS)
+
+## SB3's side of the benchmarks in its own venv, .venv-sb3 (CPU torch from $(CONSTRAINTS)); one command, once.
+SB3_VENV ?= .venv-sb3
+bench-venv:
+	test -x $(SB3_VENV)/bin/python || $(PYTHON) -m venv $(SB3_VENV)
+	$(SB3_VENV)/bin/python -m pip install --quiet $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) \
+		stable-baselines3 sb3-contrib ale-py opencv-python-headless mujoco imageio packaging
+
+## Every experiment preset for a few seeds against its mark: ARGS="cartpole_dqn --seeds 0".
+check-presets: install
+	$(BIN)/python scripts/check_presets.py $(ARGS)
 
 slurm-start:
 	bash scripts/local-slurm.sh start

@@ -14,9 +14,9 @@ ratio to ``xdrl`` (everything on).
   also in the off-policy workloads);
 - ``torchrl``: all five swapped back at once.
 
-``--workload sac|td3|dqn`` runs an off-policy workload instead (the SAC/TD3 ones of
-``scripts/bench.py``: Pendulum, 1 env, UTD 1, batch 256, a quarter of the frames random; DQN:
-``experiment=cartpole_dqn``) with these variants:
+``--workload sac|td3|dqn`` runs an off-policy workload instead (the SAC/TD3 ones
+of ``benchmarks/modes/off_policy.py``: Pendulum, 1 env, UTD 1, batch 256, a quarter of the
+frames random; DQN: ``experiment=cartpole_dqn``) with these variants:
 
 - ``loss``: TorchRL's ``SACLoss``/``TD3Loss``/``DQNLoss`` instead of xdrl's lean subclasses;
 - ``replay``: TorchRL's ``TensorDictReplayBuffer`` instead of ``LeanReplayBuffer``;

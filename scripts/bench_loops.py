@@ -1,4 +1,4 @@
-"""Reference PPO loops for ``scripts/bench.py``: the same CartPole workload as xdrl and SB3.
+"""Reference PPO loops for ``benchmarks/``: the same CartPole workload as xdrl and SB3.
 
 Two loops, each run in its own process by the benchmark and timed the same way (collection and
 training, no evaluation):

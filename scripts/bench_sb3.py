@@ -1,4 +1,4 @@
-"""SB3 side of scripts/bench.py; runs with the bench venv's python (stable-baselines3 installed).
+"""SB3 side of the benchmark harness (benchmarks/); runs with .venv-sb3's python (make bench-venv).
 
 Prints one JSON line: frames/s (evaluation excluded), time to the first deterministic eval mean
 >= 475 (also as wall time from ``--launched-at``, the parent's clock at process start, imports

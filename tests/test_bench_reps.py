@@ -1,8 +1,7 @@
-"""scripts/bench.py --reps: rounds alternated, each contender's figure the median of its rounds."""
+"""benchmarks/runner.py --reps: rounds alternated, each contender's figure the median of its
+rounds."""
 
-from tests.conftest import load_script
-
-bench = load_script("bench")
+from benchmarks.runner import alternated, median_result
 
 
 def test_rounds_alternate_and_give_medians() -> None:
@@ -16,7 +15,7 @@ def test_rounds_alternate_and_give_medians() -> None:
 
         return run
 
-    out = bench._alternated({name: runner(name) for name in values}, seed=1, reps=3)
+    out = alternated({name: runner(name) for name in values}, seed=1, reps=3)
     assert out == {"a": 3.0, "b": 20.0, "c": 7.0}
     # seed 1 starts round 0 at "b", round 1 at "c", round 2 at "a"
     assert calls == ["b", "c", "a", "c", "a", "b", "a", "b", "c"]
@@ -24,7 +23,7 @@ def test_rounds_alternate_and_give_medians() -> None:
 
 def test_one_round_is_the_run_itself() -> None:
     summary = {"frames_per_second": 5.0, "segments": [{"torch_threads": 2}]}
-    out = bench._alternated({"xdrl": lambda: summary}, seed=0, reps=1)
+    out = alternated({"xdrl": lambda: summary}, seed=0, reps=1)
     assert out["xdrl"] is summary
 
 
@@ -35,14 +34,14 @@ def test_sb3_best_is_the_best_of_the_per_thread_medians() -> None:
         {"best": 120.0, "threads_1": 104.0, "threads_2": 120.0},
     ]
     # 2 threads: median 140 against 102
-    assert bench._median_result(rounds) == {"best": 140.0, "threads_1": 102.0, "threads_2": 140.0}
+    assert median_result(rounds) == {"best": 140.0, "threads_1": 102.0, "threads_2": 140.0}
     noisy = [
         {"best": 150.0, "threads_1": 110.0, "threads_2": 150.0},
         {"best": 112.0, "threads_1": 112.0, "threads_2": 90.0},
         {"best": 114.0, "threads_1": 114.0, "threads_2": 95.0},
     ]
     # one lucky 2-thread draw does not pick 2 threads (the per-round best's median would be 114)
-    assert bench._median_result(noisy) == {"best": 112.0, "threads_1": 112.0, "threads_2": 95.0}
+    assert median_result(noisy) == {"best": 112.0, "threads_1": 112.0, "threads_2": 95.0}
 
 
 def test_summary_median_keeps_the_run_nearest_below() -> None:
@@ -52,6 +51,6 @@ def test_summary_median_keeps_the_run_nearest_below() -> None:
         {"frames_per_second": 180.0, "segments": [{"torch_threads": 2}], "run": 2},
         {"frames_per_second": 160.0, "segments": [{"torch_threads": 2}], "run": 3},
     ]
-    out = bench._median_result(rounds)
+    out = median_result(rounds)
     assert out["frames_per_second"] == 170.0  # (160 + 180) / 2
     assert out["run"] == 3

@@ -157,7 +157,8 @@ def start_script(
 class WarmProcess:
     """What the tests use of ``subprocess.Popen``, for a console script run by a child of the
     warm interpreter: ``pid``, ``poll``, ``wait``, ``communicate``, ``send_signal``, ``kill``
-    and ``stderr``; piped output goes to files, read back as text."""
+    and ``stderr``; piped output goes to files, read back as text. ``entry_point``
+    (``module:function``) replaces the console script's, for tests of the server itself."""
 
     def __init__(
         self,
@@ -168,14 +169,17 @@ class WarmProcess:
         stdout: int | IO[str],
         stderr: int | IO[str],
         new_session: bool,
+        entry_point: str | None = None,
     ) -> None:
-        (entry,) = entry_points(group="console_scripts", name=Path(argv[0]).name)
+        if entry_point is None:  # the console script's, as installed
+            (entry,) = entry_points(group="console_scripts", name=Path(argv[0]).name)
+            entry_point = entry.value
         self.args = argv
         self.returncode: int | None = None
         self._pipes = [tempfile.TemporaryFile() if s == subprocess.PIPE else None
                        for s in (stdout, stderr)]  # fmt: skip
         request = {"script": argv[0], "args": argv[1:], "cwd": str(cwd), "env": env,
-                   "entry_point": entry.value, "new_session": new_session}  # fmt: skip
+                   "entry_point": entry_point, "new_session": new_session}  # fmt: skip
         with open(os.devnull, "r+") as null:
             fds = [null.fileno()]
             for target, pipe in zip((stdout, stderr), self._pipes, strict=True):

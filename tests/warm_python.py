@@ -10,6 +10,19 @@ is not imported here, so each child imports it fresh, in the order the console s
 Tests that are about the process itself (signals, import cost, a terminal) start the real
 console script; ``XDRL_TEST_WARM=0`` makes every test do so.
 
+Why forking after ``import torch`` is safe here: a fork copies only the thread that calls it, so
+it is unsafe where another thread holds a lock or a library believes its worker threads exist
+(GNU OpenMP's pool, once started, hangs a forked child's first parallel region). At each fork
+this server is a single thread. The imports start one thread pool: numpy's OpenBLAS starts its
+workers at import, and its ``pthread_atfork`` handler stops them before every fork (they restart
+only on a BLAS call, which the server never makes). torch's OpenMP pool starts at the first
+parallel region, and the server never runs a torch op: it imports, listens and forks. So after
+its first fork the server has exactly one thread (measured with torch 2.13: 2 threads after the
+imports, 1 after a fork; a torch op on 2 threads would add an OpenMP worker that no fork stops),
+and each child builds its own pools on first use. ``tests/test_warm_python.py`` asserts both:
+the server's thread count after a fork, and a child's parallel torch op. Keep torch ops out of
+this module: one parallel region before a fork would break it.
+
 Run as ``python warm_python.py <socket path>``; requests come from ``conftest.run_script``.
 """
 

@@ -193,6 +193,7 @@ def _fake_run(resumed_from: str | None, frames: int, evaluations: int, metrics: 
 def test_a_resume_under_other_eval_settings_reports_no_evaluation_until_it_evaluates(
     tmp_path: Path, make_cfg
 ) -> None:
+    from xdrl.config.check import check_config
     from xdrl.run.lifecycle import _Segment
 
     checkpoint = tmp_path / "run" / "checkpoints" / "checkpoint-000000000512"
@@ -203,7 +204,7 @@ def test_a_resume_under_other_eval_settings_reports_no_evaluation_until_it_evalu
         saved = {"eval": OmegaConf.to_container(make_cfg(*SMALL).eval, resolve=True)}
         (checkpoint / "config.yaml").write_text(yaml.safe_dump(saved))
         run_ = _fake_run(str(checkpoint), 512, evaluations=3, metrics=old)
-        segment = _Segment(cfg, run_, start=0.0, started="t")  # type: ignore[arg-type]
+        segment = _Segment(check_config(cfg), run_, start=0.0, started="t")  # type: ignore[arg-type]
         assert segment.eval_metrics() == ({} if stale else old)
         run_.hook_set.eval_hook_set.hooks[0].num_evaluations = 4  # it evaluated: new settings
         assert segment.eval_metrics() == old

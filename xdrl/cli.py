@@ -20,11 +20,16 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 if TYPE_CHECKING:
+    from xdrl.config.spec import RunSpec
     from xdrl.run.job_record import JobRecord
 
 log = logging.getLogger("xdrl")
 
 CONFIG_PACKAGE = "xdrl.conf"
+
+# The spec :func:`_precheck` checked for a single run, which its Hydra job then trains (checked
+# once per run; a sweep's jobs are checked each in its own job).
+_prechecked: list[RunSpec] = []
 
 HELP = """xdrl-train: train a TorchRL agent from a composed Hydra config.
 
@@ -71,7 +76,6 @@ def _fast_help(overrides: list[str]) -> str:
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="config")
 def train(cfg: DictConfig) -> float | None:
     """Train one run; returns the configured objective for sweepers (e.g. Optuna)."""
-    from xdrl.config.check import check_config
     from xdrl.config.errors import ConfigError, RunError, trace_to_log_files
     from xdrl.run.job_record import JobRecord
 
@@ -79,14 +83,14 @@ def train(cfg: DictConfig) -> float | None:
     try:
         if record is not None:
             _write_record(record, only_if_absent=True)
-        check_config(cfg)  # every value, before torch is imported (multirun jobs get it here)
+        spec = _run_spec(cfg)  # every value, before torch is imported
         accept = None if record is None else lambda: _write_record(record, only_if_absent=False)
         if _in_multirun():
-            return _sweep_job(cfg, accept)
+            return _sweep_job(spec, accept)
         from xdrl.run.lifecycle import run
         from xdrl.run.process import setup_process
 
-        return run(cfg, setup_process(cfg), accept=accept)
+        return run(spec, setup_process(cfg), accept=accept)
     except RunError as err:  # the traceback is in the run's log
         print(f"xdrl-train: error: {err}", file=sys.stderr)
         if _in_multirun():
@@ -104,6 +108,18 @@ def train(cfg: DictConfig) -> float | None:
                 record.write()
 
 
+def _run_spec(cfg: DictConfig) -> RunSpec:
+    """The job's :class:`~xdrl.config.spec.RunSpec`: a single run's from :func:`_precheck` (its
+    values were checked there, before Hydra made the run dir), else checked here (each job of a
+    sweep, a run started with Hydra's flags)."""
+    from xdrl.config.check import check_config
+
+    if _prechecked and not _in_multirun():
+        return _prechecked.pop().with_config(cfg)
+    _prechecked.clear()
+    return check_config(cfg)
+
+
 def _write_record(record: JobRecord, *, only_if_absent: bool) -> None:
     """Write the job's ``.hydra/``; an I/O error is one line (``RunError``)."""
     from xdrl.config.errors import RunError
@@ -115,7 +131,7 @@ def _write_record(record: JobRecord, *, only_if_absent: bool) -> None:
         raise RunError(f"{err.strerror or type(err).__name__}: {where}") from err
 
 
-def _sweep_job(cfg: DictConfig, accept: Callable[[], None] | None) -> float | None:
+def _sweep_job(spec: RunSpec, accept: Callable[[], None] | None) -> float | None:
     """One job of a sweep. Ctrl-C stops it as it stops a single run (the iteration finishes, a
     checkpoint and ``summary.json`` say ``interrupted``) but the job returns, so the sweep ends
     normally; a job that starts after the sweep was interrupted trains nothing."""
@@ -128,7 +144,7 @@ def _sweep_job(cfg: DictConfig, accept: Callable[[], None] | None) -> float | No
 
     sweep_dir = str(HydraConfig.get().sweep.dir)
     if sweep_interrupted(sweep_dir):
-        note_job_status(cfg.run_dir, "not_started", "the sweep was interrupted before this job")
+        note_job_status(spec.run_dir, "not_started", "the sweep was interrupted before this job")
         log.warning("Not started: the sweep was interrupted (Ctrl-C)")
         return None
     main_thread = threading.current_thread() is threading.main_thread()
@@ -137,7 +153,7 @@ def _sweep_job(cfg: DictConfig, accept: Callable[[], None] | None) -> float | No
         from xdrl.run.lifecycle import run
         from xdrl.run.process import setup_process
 
-        return run(cfg, setup_process(cfg), accept=accept)
+        return run(spec, setup_process(spec.cfg), accept=accept)
     except SystemExit as err:
         if err.code != 128 + signal.SIGINT:  # SIGTERM / USR2: requeue as before
             raise
@@ -145,7 +161,7 @@ def _sweep_job(cfg: DictConfig, accept: Callable[[], None] | None) -> float | No
         return None
     except KeyboardInterrupt:  # while it was being built (or a second Ctrl-C)
         mark_interrupted(sweep_dir)
-        note_job_status(cfg.run_dir, "interrupted", "Ctrl-C before training started")
+        note_job_status(spec.run_dir, "interrupted", "Ctrl-C before training started")
         return None
     finally:
         if previous is not None:
@@ -182,10 +198,11 @@ def _precheck(args: list[str]) -> str | None:
         check_writable_dir(run_dir, "hydra.run.dir")
         with open_dict(cfg):
             del cfg["hydra"]
-        check_config(cfg)
+        spec = check_config(cfg)
         _check_resume(cfg, run_dir, job_name)
     except ConfigError as err:
         return str(err)
+    _prechecked[:] = [spec]
     return None
 
 

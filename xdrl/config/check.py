@@ -49,6 +49,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from xdrl.config import types as config_types
 from xdrl.config.errors import ConfigError
+from xdrl.config.spec import RunSpec
 from xdrl.config.types import Fraction, NonNegativeFloat, PositiveFloat
 from xdrl.envs.atari import check_atari, is_atari_id
 from xdrl.envs.factory import check_env, is_image_shape
@@ -111,10 +112,12 @@ EVAL_SUBGROUPS = ("deterministic", "stochastic")
 STATS = ("min", "mean", "max")
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Check every key of a composed run config; raises :class:`ConfigError` on the first bad one.
+def check_config(cfg: DictConfig) -> RunSpec:
+    """Check every key of a composed run config and return its :class:`RunSpec` (the one typed
+    reading of it); raises :class:`ConfigError` on the first bad one.
 
-    Imports no torch unless ``device`` is not ``cpu``; creates nothing on disk.
+    Imports no torch unless ``device`` is not ``cpu``; creates nothing on disk; ``cfg`` is not
+    changed.
 
     Example:
         >>> check_config(compose("config", overrides=["total_frames=abc"]))
@@ -148,6 +151,7 @@ def check_config(cfg: DictConfig) -> None:
     _check_paths(cfg)
     check_environment_variables(cfg)
     check_device(cfg.device)
+    return RunSpec.of(cfg)
 
 
 # Values

@@ -25,6 +25,7 @@ from torchrl.envs import VecNormV2
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from xdrl.config.errors import ConfigError, first_line
+from xdrl.config.spec import EVAL_SEED_OFFSET, whole_batches
 from xdrl.envs.observation_encoding import integer_grid
 from xdrl.policy.module import DeterministicPolicy, OneHot
 from xdrl.policy.run_dir import (
@@ -215,6 +216,20 @@ class LoadedPolicy:
             self.env.close()
 
 
+def _build_algorithm(config: dict[str, Any], env: Any) -> Any:
+    """The run's algorithm parts, on the CPU, from its saved (resolved) config."""
+    frames_per_batch = int(config["frames_per_batch"])
+    frame_skip = int(config["env"].get("frame_skip", 1))  # runs from before frame_skip: 1
+    return build_algorithm(
+        OmegaConf.create(config).algorithm.build,
+        env,
+        frames_per_batch=frames_per_batch,
+        device="cpu",
+        total_frames=whole_batches(int(config["total_frames"]), frames_per_batch * frame_skip),
+        frame_skip=frame_skip,
+    )
+
+
 def load_run(
     run_dir: str | Path,
     checkpoint: str = "last",
@@ -228,10 +243,10 @@ def load_run(
     folder = check_run_dir(run_dir)
     path = resolve_checkpoint(folder, str(checkpoint))
     config = apply_overrides(saved_config(path), list(overrides or []))
-    env_seed = int(config["seed"]) + 10_000 if seed is None else seed  # the run's eval seed
+    env_seed = int(config["seed"]) + EVAL_SEED_OFFSET if seed is None else seed  # the eval seed
     env = make_env(config, num_envs=num_envs, seed=env_seed, render=render)
     try:
-        parts = build_algorithm(OmegaConf.create({**config, "device": "cpu"}), env)
+        parts = _build_algorithm(config, env)
         _load(path, folder, parts, env)
         gym_env, one_hot, owner = policy_input_env(env, config)
         space = gym_env.observation_space

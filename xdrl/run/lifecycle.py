@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from xdrl.config.check import check_config
 from xdrl.config.errors import RunError, first_line, trace_to_log_files
 from xdrl.config.resume import saved_config
+from xdrl.config.spec import RunSpec
 from xdrl.run.layout import SUMMARY_FILE, write_atomically
 from xdrl.run.lock import RunDirLock
 from xdrl.run.process import ProcessSettings
@@ -121,41 +123,44 @@ def _io_error_line(err: OSError, run_dir: str) -> str:
 
 
 def run(
-    cfg: DictConfig,
+    spec: RunSpec | DictConfig,
     process: ProcessSettings | None = None,
     accept: Callable[[], None] | None = None,
 ) -> float | None:
-    """Train the run ``cfg`` describes, holding its run dir, and return ``cfg.objective``.
+    """Train the run ``spec`` describes, holding its run dir, and return its ``objective`` (a
+    composed config is checked into its spec first: :func:`~xdrl.config.check.check_config`).
 
     ``process``: what the entry point's :func:`~xdrl.run.process.setup_process` decided (None: a
     non-terminal process, as in tests). ``accept``: called once the run is accepted, just before
     it trains (the CLI writes ``.hydra/`` then); a refused resume, a dir held by another run or
     a run already complete never calls it."""
-    with RunDirLock(cfg.run_dir):
+    if not isinstance(spec, RunSpec):
+        spec = check_config(spec)
+    with RunDirLock(spec.run_dir):
         return _run(
-            cfg, interactive=process.interactive if process is not None else False, accept=accept
+            spec, interactive=process.interactive if process is not None else False, accept=accept
         )
 
 
 def _run(
-    cfg: DictConfig, *, interactive: bool, accept: Callable[[], None] | None = None
+    spec: RunSpec, *, interactive: bool, accept: Callable[[], None] | None = None
 ) -> float | None:
-    """Train the run ``cfg`` describes and return ``cfg.objective`` from the final metrics."""
+    """Train the run ``spec`` describes and return its ``objective`` from the final metrics."""
     start = time.perf_counter()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
-        run_ = build_trainer(cfg, interactive=interactive)
+        run_ = build_trainer(spec, interactive=interactive)
     except RunComplete as done:
-        return _already_complete(cfg, done)
+        return _already_complete(spec, done)
     trainer = run_.trainer
-    segment = _Segment(cfg, run_, start, started)
+    segment = _Segment(spec, run_, start, started)
     status, error = "failed", None
     eval_metrics: dict[str, float] = {}
     try:
         if accept is not None:
             accept()
-        with _StopRequest(run_) as stop, autocast(run_.precision, cfg.device):
-            _evaluate_and_train(cfg, run_, stop, segment)
+        with _StopRequest(run_) as stop, autocast(run_.precision, spec.device):
+            _evaluate_and_train(spec, run_, stop, segment)
         status = _final_status(stop, trainer, run_)
     except KeyboardInterrupt:
         status, error = "interrupted", "aborted by a second Ctrl-C; no checkpoint at the stop"
@@ -165,7 +170,7 @@ def _run(
         if io_error is None:
             error = _one_line(err)
             raise
-        error = _io_error_line(io_error, cfg.run_dir)
+        error = _io_error_line(io_error, spec.run_dir)
         trace_to_log_files(err, "Run failed", log)
         raise RunError(error) from err
     except Exception as err:
@@ -177,32 +182,32 @@ def _run(
         summary = segment.summary(status, error, eval_metrics)
         if status == "completed" and stop.signal:
             summary["signal"] = stop.signal  # arrived in the last iteration: nothing left to stop
-        _close(cfg.run_dir, run_, summary, log_model=cfg.logging.log_model)
+        _close(spec.run_dir, run_, summary, log_model=spec.log_model)
     if status == "completed" and stop.signal:
         print(
-            f"xdrl-train: {stop.signal} arrived in the last iteration: {cfg.run_dir} trained its "
+            f"xdrl-train: {stop.signal} arrived in the last iteration: {spec.run_dir} trained its "
             f"whole budget ({frames:,} frames) and is complete",
             file=sys.stderr,
         )
     elif stop.interrupted:
         print(
-            f"xdrl-train: interrupted at {frames:,} frames in {cfg.run_dir}; "
-            f"{_what_was_saved(cfg, frames)}",
+            f"xdrl-train: interrupted at {frames:,} frames in {spec.run_dir}; "
+            f"{_what_was_saved(spec, frames)}",
             file=sys.stderr,
         )
     stop.forward()
-    objective = eval_metrics.get(cfg.objective)
+    objective = eval_metrics.get(spec.objective)
     if eval_metrics:
         log.info("Final evaluation: %s", json.dumps(eval_metrics, sort_keys=True))
     return float(objective) if objective is not None else None
 
 
-def _evaluate_and_train(cfg: DictConfig, run_: Run, stop: _StopRequest, segment: _Segment) -> None:
+def _evaluate_and_train(spec: RunSpec, run_: Run, stop: _StopRequest, segment: _Segment) -> None:
     """The step-0 evaluation (eval.before_training, a fresh run) or the evaluation a stop
     interrupted at the frames a run resumes from, then training; a stop during that evaluation
     ends the run there (a step-0 one: no frames, no checkpoint)."""
     eval_set = run_.hook_set.eval_hook_set
-    if cfg.eval.enabled and cfg.eval.before_training and run_.trainer.collected_frames == 0:
+    if spec.eval.enabled and spec.eval.before_training and run_.trainer.collected_frames == 0:
         run_.hook_set.run_pre_eval()
     elif eval_set is not None:
         eval_set.redo_interrupted()
@@ -211,9 +216,9 @@ def _evaluate_and_train(cfg: DictConfig, run_: Run, stop: _StopRequest, segment:
         run_.trainer.train()
 
 
-def _what_was_saved(cfg: DictConfig, frames: int) -> str:
+def _what_was_saved(spec: RunSpec, frames: int) -> str:
     """What an interrupted run leaves behind, for its last stderr line."""
-    if not cfg.checkpoint.enabled:
+    if not spec.checkpoint.enabled:
         return "logs written, no checkpoint (checkpoint.enabled=false)"
     if frames == 0:  # stopped in the step-0 evaluation
         return "no checkpoint yet: the same command starts afresh"
@@ -234,15 +239,15 @@ class _Segment:
     """This process's part of a run (a segment: from the frames it resumed at to those it
     stopped at) and the ``summary.json`` of the whole run it ends."""
 
-    def __init__(self, cfg: DictConfig, run_: Run, start: float, started: str) -> None:
-        self.cfg, self.run = cfg, run_
+    def __init__(self, spec: RunSpec, run_: Run, start: float, started: str) -> None:
+        self.spec, self.run = spec, run_
         self.start, self.started = start, started
         self.train_start: float | None = None
         self.start_frames = int(run_.trainer.collected_frames)
         resumed = run_.resumed_from
         earlier = resumed_run_dir(Path(resumed)) / SUMMARY_FILE if resumed else None
         self.earlier = earlier_segments(earlier, self.start_frames)
-        self.stale_eval = resumed is not None and _eval_settings_changed(cfg, resumed)
+        self.stale_eval = resumed is not None and _eval_settings_changed(spec, resumed)
         self.evaluations_before = _num_evaluations(run_)
 
     def eval_metrics(self) -> dict[str, float]:
@@ -258,11 +263,11 @@ class _Segment:
         self, status: str, error: str | None, eval_metrics: dict[str, float]
     ) -> dict[str, Any]:
         """``summary.json``: the outcome, whole-run timing and every segment's."""
-        cfg, frames = self.cfg, int(self.run.trainer.collected_frames)
+        spec, frames = self.spec, int(self.run.trainer.collected_frames)
         now = time.perf_counter()
         train_time = round(now - self.train_start, 3) if self.train_start is not None else 0.0
         trained = frames - self.start_frames
-        skip = int(cfg.env.frame_skip)  # emulator frames per agent step
+        skip = spec.frame_skip  # emulator frames per agent step
         segment = {
             "frames": [self.start_frames, frames],
             "started": self.started,
@@ -284,9 +289,9 @@ class _Segment:
             "agent_steps": frames // skip,
             "frame_skip": skip,
             **whole_run_timing(segments),
-            "seed": cfg.seed,
-            "env": cfg.env.id,
-            "algorithm": cfg.algorithm.build._target_.rsplit(".", 2)[-2],
+            "seed": spec.seed,
+            "env": spec.env_id,
+            "algorithm": spec.algorithm_name,
             "eval": eval_metrics,
             "segments": segments,
         }
@@ -324,20 +329,21 @@ def _num_evaluations(run_: Run) -> int:
     return sum(hook.num_evaluations for hook in eval_set.hooks) if eval_set is not None else 0
 
 
-def _eval_settings_changed(cfg: DictConfig, checkpoint: str) -> bool:
-    """Whether ``cfg.eval`` differs from the eval settings ``checkpoint`` was written under."""
+def _eval_settings_changed(spec: RunSpec, checkpoint: str) -> bool:
+    """Whether the run's ``eval`` differs from the eval settings ``checkpoint`` was written
+    under."""
     saved = saved_config(Path(checkpoint)) or {}
-    return saved.get("eval") != OmegaConf.to_container(cfg.eval, resolve=True)
+    return saved.get("eval") != spec.resolved.get("eval")
 
 
-def _already_complete(cfg: DictConfig, done: RunComplete) -> float | None:
+def _already_complete(spec: RunSpec, done: RunComplete) -> float | None:
     """A run that trained its whole budget, run again: nothing is built, trained, evaluated or
     written (the eval settings may differ from the recorded evaluation's). The objective comes
     back from ``summary.json`` only when the eval settings are those it was recorded under."""
     run_dir = resumed_run_dir(done.checkpoint)
     line = (
         f"{run_dir} is already complete ({done.frames:,} frames, total_frames="
-        f"{cfg.total_frames:,}): nothing was trained or evaluated and its record is unchanged; "
+        f"{spec.total_frames:,}): nothing was trained or evaluated and its record is unchanged; "
         f"to evaluate it under other settings run `xdrl-eval {run_dir}`, to train it further "
         "raise total_frames"
     )
@@ -345,11 +351,11 @@ def _already_complete(cfg: DictConfig, done: RunComplete) -> float | None:
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
             handler.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, line, (), None))
-    if _eval_settings_changed(cfg, str(done.checkpoint)):
+    if _eval_settings_changed(spec, str(done.checkpoint)):
         return None
     try:
         summary = json.loads((run_dir / SUMMARY_FILE).read_text())
-        objective = (summary.get("eval") or {}).get(cfg.objective)
+        objective = (summary.get("eval") or {}).get(spec.objective)
     except (OSError, ValueError, AttributeError):
         objective = None
     return float(objective) if isinstance(objective, int | float) else None

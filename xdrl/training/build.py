@@ -1,4 +1,5 @@
-"""build_trainer(cfg): the one place that reads the whole config and wires a TorchRL Trainer."""
+"""build_trainer(spec): wires a TorchRL Trainer from a run's checked
+:class:`~xdrl.config.spec.RunSpec`; each builder takes the values it uses."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.config.check import check_config
 from xdrl.config.errors import ConfigError, first_line
+from xdrl.config.settings import EvalSettings
+from xdrl.config.spec import RunSpec
 from xdrl.envs.factory import reward_weights_of
 from xdrl.lean.collector import VectorCollector, fast_rollouts, fits
 from xdrl.lean.trainer import XdrlTrainer
@@ -76,20 +79,19 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _check_sizes(cfg: DictConfig) -> None:
-    """Every value typed and ranged (:func:`xdrl.config.check.check_config`), then
-    ``total_frames`` rounded up to whole batches."""
-    check_config(cfg)
-    batch_frames = cfg.frames_per_batch * cfg.env.frame_skip  # as the Trainer counts frames
-    batches = -(-cfg.total_frames // batch_frames)
-    if batches * batch_frames != cfg.total_frames:
+def _as_spec(spec: RunSpec | DictConfig) -> RunSpec:
+    """``spec``, or the spec :func:`~xdrl.config.check.check_config` makes of a composed config;
+    logs the rounding of ``total_frames`` to whole batches."""
+    if not isinstance(spec, RunSpec):
+        spec = check_config(spec)
+    if spec.total_frames != spec.requested_total_frames:
         log.info(
             "total_frames %d rounded up to %d (a whole number of %d-frame batches)",
-            cfg.total_frames,
-            batches * batch_frames,
-            batch_frames,
+            spec.requested_total_frames,
+            spec.total_frames,
+            spec.batch_frames,
         )
-        cfg.total_frames = batches * batch_frames
+    return spec
 
 
 def _instantiate(node: DictConfig, key: str, **kwargs: Any) -> Any:
@@ -108,37 +110,47 @@ def _instantiate(node: DictConfig, key: str, **kwargs: Any) -> Any:
         raise ConfigError(key, f"{first_line(err)} (check the keys under {key})") from err
 
 
-def build_algorithm(cfg: DictConfig, env: Any) -> AlgorithmParts:
-    """The algorithm's policy, loss and hooks for ``env`` (``total_frames`` only to a builder
-    whose signature takes it)."""
+def build_algorithm(
+    build: DictConfig,
+    env: Any,
+    *,
+    frames_per_batch: int,
+    device: str,
+    total_frames: int,
+    frame_skip: int,
+) -> AlgorithmParts:
+    """The algorithm's policy, loss and hooks for ``env`` from its ``algorithm.build`` node
+    (``total_frames`` and ``frame_skip`` only to a builder whose signature takes them)."""
     import inspect
 
-    log.info("Instantiating algorithm <%s>", cfg.algorithm.build._target_)
-    extra = {}
+    log.info("Instantiating algorithm <%s>", build._target_)
+    extra: dict[str, Any] = {}
     try:
-        params = inspect.signature(get_method(cfg.algorithm.build._target_)).parameters
+        params = inspect.signature(get_method(build._target_)).parameters
     except Exception:  # noqa: BLE001 - instantiation below names the bad target
         params = {}  # type: ignore[assignment]
     if "total_frames" in params:
-        extra["total_frames"] = cfg.total_frames
+        extra["total_frames"] = total_frames
     if "frame_skip" in params:
-        extra["frame_skip"] = cfg.env.frame_skip
+        extra["frame_skip"] = frame_skip
     return _instantiate(
-        cfg.algorithm.build,
+        build,
         "algorithm.build",
         env=env,
-        frames_per_batch=cfg.frames_per_batch,
-        device=cfg.device,
+        frames_per_batch=frames_per_batch,
+        device=device,
         **extra,
     )
 
 
-def build_logger(cfg: DictConfig, resume_dir: str | None = None) -> Any:
-    """The TorchRL logger of ``cfg.logging.logger`` (None for ``logging=none``).
+def build_logger(
+    node: DictConfig | None, config: dict[str, Any], resume_dir: str | None = None
+) -> Any:
+    """The TorchRL logger of the ``logging.logger`` node (None for ``logging=none``), given the
+    run's resolved ``config`` to record.
 
     A W&B run resumed from another run dir keeps that run's id; sweep jobs share a group.
     """
-    node = cfg.logging.logger
     if node is None:
         return None
     log.info("Instantiating logger <%s>", node._target_)
@@ -147,13 +159,9 @@ def build_logger(cfg: DictConfig, resume_dir: str | None = None) -> Any:
         overrides["id"] = stable_run_id(resume_dir)
     if "group" in node and node.group is None:
         overrides["group"] = _sweep_group()
-    if overrides:
-        node = OmegaConf.merge(node, overrides)
-    logger = _instantiate(node, "logging.logger")  # type: ignore[arg-type]
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    log_config(
-        logger, {str(k): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}
-    )
+    merged = OmegaConf.merge(node, overrides) if overrides else node
+    logger = _instantiate(merged, "logging.logger")  # type: ignore[arg-type]
+    log_config(logger, config)
     return logger
 
 
@@ -170,26 +178,26 @@ def _sweep_group() -> str | None:
     return "/".join(hydra_cfg.sweep.dir.rstrip("/").split("/")[-2:])
 
 
-def build_collector(cfg: DictConfig, env: Any, parts: AlgorithmParts) -> Any:
+def build_collector(spec: RunSpec, env: Any, parts: AlgorithmParts) -> Any:
     """xdrl's :class:`~xdrl.lean.collector.VectorCollector` where it fits (same batches, ~8x less
     time per batch), else TorchRL's ``Collector``."""
     if fits(env, parts.policy, parts.init_random_frames):
         return VectorCollector(
             env,
             parts.policy,
-            frames_per_batch=cfg.frames_per_batch,
-            total_frames=cfg.total_frames,
+            frames_per_batch=spec.frames_per_batch,
+            total_frames=spec.total_frames,
             init_random_frames=parts.init_random_frames,
-            device=cfg.device,
-            frame_skip=cfg.env.frame_skip,
+            device=spec.device,
+            frame_skip=spec.frame_skip,
         )
-    skip = cfg.env.frame_skip  # TorchRL's Collector counts agent steps; xdrl's budgets are frames
+    skip = spec.frame_skip  # TorchRL's Collector counts agent steps; xdrl's budgets are frames
     return Collector(
         env,
         parts.policy,
-        frames_per_batch=cfg.frames_per_batch,
-        total_frames=-(-cfg.total_frames // skip),
-        device=cfg.device,
+        frames_per_batch=spec.frames_per_batch,
+        total_frames=-(-spec.total_frames // skip),
+        device=spec.device,
         init_random_frames=-(-parts.init_random_frames // skip),
         exploration_type=ExplorationType.RANDOM,
         track_traj_ids=False,  # nothing reads traj_ids; skipping them saves ~20% of collection
@@ -197,17 +205,26 @@ def build_collector(cfg: DictConfig, env: Any, parts: AlgorithmParts) -> Any:
 
 
 def build_evaluation(
-    cfg: DictConfig, env_factory: Any, parts: AlgorithmParts, logger: Any, envs: list[Any]
+    ev: EvalSettings,
+    env_factory: Any,
+    parts: AlgorithmParts,
+    logger: Any,
+    envs: list[Any],
+    *,
+    seed: int,
+    device: str,
+    group: str,
+    reduce_stats: bool | None,
 ) -> LoggingEvaluationHookSet | None:
-    """The evaluation hook set on its own env (one episode per evaluation env)."""
-    ev = cfg.eval
+    """The evaluation hook set on its own env (one episode per evaluation env), seeded
+    ``seed``."""
     if not ev.enabled:
         return None
     eval_env = fast_rollouts(
         env_factory(
             num_envs=ev.episodes,
-            seed=cfg.seed + 10_000,
-            device=cfg.device,
+            seed=seed,
+            device=device,
             render=ev.render,
             evaluation=True,
         )
@@ -216,34 +233,28 @@ def build_evaluation(
     return LoggingEvaluationHookSet(
         policy=parts.eval_policy,
         environment=eval_env,
-        group=cfg.logging.group,
+        group=group,
         interval_frames=ev.interval_frames,
         max_steps=ev.max_steps,
         deterministic=ev.deterministic,
         non_deterministic=ev.stochastic,
         render=ev.render,
         video_fps=ev.video_fps,
-        reduce_stats=cfg.logging.reduce_stats,
+        reduce_stats=reduce_stats,
         logger=logger,
         value_gamma=parts.value_gamma,
     )
 
 
-def _lr_schedule(cfg: DictConfig, optimizer: torch.optim.Optimizer) -> LRSchedulerHook | None:
-    schedule = cfg.algorithm.lr_schedule
+def _lr_schedule(
+    schedule: str, batches: int, optimizer: torch.optim.Optimizer
+) -> LRSchedulerHook | None:
     if schedule == "constant":
         return None
-    batches = cfg.total_frames // (cfg.frames_per_batch * cfg.env.frame_skip)  # see _check_sizes
     scheduler = torch.optim.lr_scheduler.LinearLR(
         optimizer, start_factor=1.0, end_factor=0.0, total_iters=batches
     )
     return LRSchedulerHook(scheduler, interval="batch")
-
-
-def _resolved(cfg: DictConfig) -> dict[str, Any]:
-    """The config as plain, resolved data (what checkpoints record and resumes compare)."""
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    return {str(k): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}
 
 
 def _objective_metadata(objective: str, eval_set: LoggingEvaluationHookSet | None) -> Any:
@@ -259,31 +270,41 @@ def _objective_metadata(objective: str, eval_set: LoggingEvaluationHookSet | Non
     return metadata
 
 
-def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
-    """Turn the composed config into a ready-to-train TorchRL Trainer with xdrl's hooks.
+def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> Run:
+    """Turn a run's checked spec into a ready-to-train TorchRL Trainer with xdrl's hooks (a
+    composed config is checked into its spec first: :func:`~xdrl.config.check.check_config`).
 
     ``interactive``: stdout is a terminal (a progress bar rather than plain progress lines).
     Process-wide settings (threads, ...) are the entry point's:
     :func:`xdrl.run.process.setup_process`.
     """
-    _check_sizes(cfg)
-    seed_everything(cfg.seed)
+    spec = _as_spec(spec)
+    cfg = spec.cfg  # the nodes a library instantiates; read, never changed
+    seed_everything(spec.seed)
     envs: list[Any] = []
-    candidates = resume_candidates(cfg.resume, cfg.run_dir)
-    check_before_resume(candidates, _resolved(cfg), cfg.total_frames)  # before anything is written
+    run_dir = spec.run_dir
+    candidates = resume_candidates(spec.resume, run_dir)
+    check_before_resume(candidates, spec.resolved, spec.total_frames)  # before anything is written
     resume_dir = str(resumed_run_dir(candidates[0])) if candidates else None
 
     # Environment
     log.info("Instantiating env <%s> x%d", cfg.env.id, cfg.env.num_envs)
     env_factory = _instantiate(cfg.env, "env")
-    train_env = env_factory(seed=cfg.seed, device=cfg.device)
+    train_env = env_factory(seed=spec.seed, device=spec.device)
     envs.append(train_env)
 
     # Algorithm
-    parts = build_algorithm(cfg, train_env)
+    parts = build_algorithm(
+        cfg.algorithm.build,
+        train_env,
+        frames_per_batch=spec.frames_per_batch,
+        device=spec.device,
+        total_frames=spec.total_frames,
+        frame_skip=spec.frame_skip,
+    )
 
     # Collector
-    collector = build_collector(cfg, train_env, parts)
+    collector = build_collector(spec, train_env, parts)
 
     # Optimizer
     optimizer = _instantiate(
@@ -291,41 +312,51 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
     )
 
     # Logger
-    logger = build_logger(cfg, resume_dir)
+    logger = build_logger(cfg.logging.logger, spec.resolved, resume_dir)
 
     # Checkpoints
     checkpoint = rotation = None
-    if cfg.checkpoint.enabled:
+    if spec.checkpoint.enabled:
         checkpoint, rotation = make_checkpointing(
-            cfg.run_dir,
-            cfg.checkpoint.keep_last,
-            config=_resolved(cfg),
-            keep_best=cfg.checkpoint.keep_best and cfg.eval.enabled,
+            run_dir,
+            spec.checkpoint.keep_last,
+            config=spec.resolved,
+            keep_best=spec.checkpoint.keep_best and spec.eval.enabled,
         )
 
-    eval_set = build_evaluation(cfg, env_factory, parts, logger, envs)
+    eval_set = build_evaluation(
+        spec.eval,
+        env_factory,
+        parts,
+        logger,
+        envs,
+        seed=spec.eval_seed,
+        device=spec.device,
+        group=spec.group,
+        reduce_stats=spec.reduce_stats,
+    )
 
     # Trainer
     trainer = XdrlTrainer(
         collector=collector,
-        total_frames=cfg.total_frames,
-        frame_skip=cfg.env.frame_skip,
+        total_frames=spec.total_frames,
+        frame_skip=spec.frame_skip,
         optim_steps_per_batch=parts.optim_steps_per_batch,
         loss_module=parts.loss_module,
         optimizer=optimizer,
         optimization_stepper=parts.optimization_stepper or DetachedOptimizationStepper(),
         logger=logger,
-        clip_grad_norm=cfg.algorithm.max_grad_norm is not None,
-        clip_norm=cfg.algorithm.max_grad_norm,
+        clip_grad_norm=spec.max_grad_norm is not None,
+        clip_norm=spec.max_grad_norm,
         progress_bar=False,  # xdrl's ProgressBarHook draws the terminal's bar
         num_epochs=parts.num_epochs,
         log_interval=0,
         auto_log_optim_steps=False,
         checkpoint=checkpoint,
         checkpoint_rotation=rotation,
-        checkpoint_metadata=_objective_metadata(cfg.objective, eval_set) if rotation else None,
+        checkpoint_metadata=_objective_metadata(spec.objective, eval_set) if rotation else None,
         # saves at each multiple's first batch, as evaluations: XdrlTrainer.save_trainer
-        save_trainer_interval=cfg.checkpoint.interval_frames if checkpoint else cfg.total_frames,
+        save_trainer_interval=spec.checkpoint.interval_frames if checkpoint else spec.total_frames,
     )
 
     # Hooks: timers first, the algorithm's own, then xdrl's logging and evaluation
@@ -333,15 +364,15 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
     if norm_sync.active:  # before the evaluation hooks: they evaluate on the training statistics
         norm_sync.register(trainer)
     hook_set = LoggingHookSet(
-        group=cfg.logging.group,
-        frame_skip=cfg.env.frame_skip,
+        group=spec.group,
+        frame_skip=spec.frame_skip,
         episode_reward_weights=reward_weights_of(train_env),
-        reduce_stats=cfg.logging.reduce_stats,
+        reduce_stats=spec.reduce_stats,
         eval_hook_set=eval_set,
     )
     hook_set.register(trainer)
     if eval_set is not None:  # <run_dir>/evaluations.jsonl, whatever the logger
-        EvaluationHistory(cfg.run_dir, eval_set).register(trainer)
+        EvaluationHistory(run_dir, eval_set).register(trainer)
     for stage, hook in parts.hooks:
         if stage is None:
             hook.register(trainer)
@@ -349,34 +380,34 @@ def build_trainer(cfg: DictConfig, *, interactive: bool = False) -> Run:
             trainer.register_op(stage, hook)
     for name, module in parts.modules.items():
         trainer.register_module(name, module)
-    precision = resolve_precision(cfg.precision)
-    log.info("Precision: %s (precision=%s)", precision, cfg.precision)
-    if precision == "bf16" and not device_has_bf16(cfg.device):
+    precision = resolve_precision(spec.precision)
+    log.info("Precision: %s (precision=%s)", precision, spec.precision)
+    if precision == "bf16" and not device_has_bf16(spec.device):
         log.warning("precision=bf16 on %s without native bf16 arithmetic: slower than fp32",
-                    cfg.device)  # fmt: skip
+                    spec.device)  # fmt: skip
     env_state = EnvState(train_env, collector, eval_set.environment if eval_set else None)
     trainer.register_module("env_state", env_state)  # envs mid-episode: an exact resume
-    schedule = _lr_schedule(cfg, optimizer)
+    schedule = _lr_schedule(spec.lr_schedule, spec.batches, optimizer)
     if schedule is not None:
         schedule.register(trainer)
     if interactive:
-        ProgressBarHook(cfg.total_frames, progress_hook=hook_set.progress_hook).register(trainer)
+        ProgressBarHook(spec.total_frames, progress_hook=hook_set.progress_hook).register(trainer)
     else:
         ProgressLineHook(
-            cfg.total_frames,
-            interval_s=cfg.logging.progress_interval_s,
+            spec.total_frames,
+            interval_s=spec.progress_interval_s,
             progress_hook=hook_set.progress_hook,
-            frame_skip=cfg.env.frame_skip,
+            frame_skip=spec.frame_skip,
         ).register(trainer)
     is_wandb = isinstance(logger, WandbLogger)
     WandbFlushHook(enabled=is_wandb).register(trainer)
     # logging.log_model: W&B stays open until run.py has logged the model (it finishes W&B then)
-    WandbFinishHook(enabled=is_wandb and not cfg.logging.log_model).register(trainer)
+    WandbFinishHook(enabled=is_wandb and not spec.log_model).register(trainer)
 
     # Resume
-    resumed = restore(trainer, candidates, config=_resolved(cfg), run_dir=cfg.run_dir)
+    resumed = restore(trainer, candidates, config=spec.resolved, run_dir=run_dir)
     if resumed is not None and not env_state.train_restored:  # approximate: fresh episodes
-        train_env.set_seed(cfg.seed + int(trainer.collected_frames))
+        train_env.set_seed(spec.seed + int(trainer.collected_frames))
     if resumed is not None:
         _log_resume_exactness(env_state.approximate)
     norm_sync.link()  # a restore replaced the training statistics: share them again

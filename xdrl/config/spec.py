@@ -1,0 +1,140 @@
+"""``RunSpec``: one run's checked config and the values derived from it, built once.
+
+:func:`xdrl.config.check.check_config` checks a composed config and returns its ``RunSpec``; the
+run, the builders and the Trainer read its typed fields. The config itself is kept, never
+mutated, for the nodes a library instantiates (``env``, ``algorithm.build``,
+``algorithm.optimizer``, ``logging.logger``) and for what records it (checkpoints, ``.hydra/``).
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from xdrl.config.settings import CheckpointSettings, EvalSettings
+
+EVAL_SEED_OFFSET = 10_000  # the evaluation envs' seed: seed + this (apart from the training envs')
+
+
+def whole_batches(total_frames: int, batch_frames: int) -> int:
+    """``total_frames`` rounded up to a whole number of ``batch_frames``-frame batches."""
+    return -(-total_frames // batch_frames) * batch_frames
+
+
+def _group(cls: type, node: DictConfig) -> Any:
+    """The settings dataclass ``cls`` from its (checked) config group."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{str(k): v for k, v in node.items() if str(k) in names})
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A checked run config and its derived values (build it with ``check_config``).
+
+    Args:
+        cfg: the composed config, as given (never mutated).
+        seed, device, precision, objective: the top-level keys of the same name.
+        frames_per_batch: agent steps per batch (the key of the same name).
+        env_id: the environment id (``env.id``).
+        frame_skip: frames per agent step (``env.frame_skip``).
+        requested_total_frames: ``total_frames`` as given.
+        resume: the key of the same name.
+        lr_schedule, max_grad_norm: ``algorithm.*`` of the same name.
+        group, reduce_stats, progress_interval_s, log_model: ``logging.*`` of the same name.
+        eval, checkpoint: the typed ``eval`` and ``checkpoint`` groups.
+
+    Example:
+        >>> spec = check_config(compose("config", overrides=["total_frames=1000"]))
+        >>> spec.total_frames  # rounded up to whole 1,024-frame batches
+        1024
+    """
+
+    cfg: DictConfig
+    seed: int
+    device: str
+    precision: str
+    objective: str
+    frames_per_batch: int
+    env_id: str
+    frame_skip: int
+    requested_total_frames: int
+    resume: str | None
+    lr_schedule: str
+    max_grad_norm: float | None
+    group: str
+    reduce_stats: bool | None
+    progress_interval_s: float
+    log_model: bool
+    eval: EvalSettings
+    checkpoint: CheckpointSettings
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> RunSpec:
+        """The spec of ``cfg``, which :func:`~xdrl.config.check.check_config` has checked."""
+        return cls(
+            cfg=cfg,
+            seed=int(cfg.seed),
+            device=str(cfg.device),
+            precision=str(cfg.precision),
+            objective=str(cfg.objective),
+            frames_per_batch=int(cfg.frames_per_batch),
+            env_id=str(cfg.env.id),
+            frame_skip=int(cfg.env.frame_skip),
+            requested_total_frames=int(cfg.total_frames),
+            resume=None if cfg.resume is None else str(cfg.resume),
+            lr_schedule=str(cfg.algorithm.lr_schedule),
+            max_grad_norm=cfg.algorithm.max_grad_norm,
+            group=str(cfg.logging.group),
+            reduce_stats=cfg.logging.reduce_stats,
+            progress_interval_s=float(cfg.logging.progress_interval_s),
+            log_model=bool(cfg.logging.log_model),
+            eval=_group(EvalSettings, cfg.eval),
+            checkpoint=_group(CheckpointSettings, cfg.checkpoint),
+        )
+
+    def with_config(self, cfg: DictConfig) -> RunSpec:
+        """This spec for ``cfg``, the same command line composed again (a single run's job: the
+        pre-check checked it; Hydra's job resolves ``run_dir`` and ``exp_name``)."""
+        return dataclasses.replace(self, cfg=cfg)
+
+    @property
+    def batch_frames(self) -> int:
+        """Frames per batch, as the Trainer counts them: ``frames_per_batch * frame_skip``."""
+        return self.frames_per_batch * self.frame_skip
+
+    @property
+    def total_frames(self) -> int:
+        """The frame budget the run trains: ``total_frames`` rounded up to whole batches."""
+        return whole_batches(self.requested_total_frames, self.batch_frames)
+
+    @property
+    def batches(self) -> int:
+        """Batches in the whole run."""
+        return self.total_frames // self.batch_frames
+
+    @property
+    def eval_seed(self) -> int:
+        """The evaluation envs' seed."""
+        return self.seed + EVAL_SEED_OFFSET
+
+    @property
+    def algorithm_name(self) -> str:
+        """The algorithm's module name (``ppo`` for ``xdrl.algorithms.ppo.build``)."""
+        return str(self.cfg.algorithm.build._target_).rsplit(".", 2)[-2]
+
+    @property
+    def run_dir(self) -> str:
+        """The run dir (resolved inside Hydra's job)."""
+        return str(self.cfg.run_dir)
+
+    @functools.cached_property
+    def resolved(self) -> dict[str, Any]:
+        """The config as plain, resolved data (what checkpoints record and resumes compare);
+        resolved on first use (``run_dir`` resolves only inside Hydra's job), then kept."""
+        resolved = OmegaConf.to_container(self.cfg, resolve=True)
+        return {str(k): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}

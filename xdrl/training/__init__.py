@@ -1,7 +1,7 @@
 """What ``build_trainer`` wires from a checked config.
 
-- ``build``: ``build_trainer(cfg)``, the env, algorithm parts, collector, optimizer, logger and
-  hooks of one run.
+- ``build``: ``build_trainer(spec)`` (a ``RunSpec``), the env, algorithm parts, collector,
+  optimizer, logger and hooks of one run.
 - ``checkpointing``: ``VerifiedCheckpoint`` (TorchRL's ``Checkpoint`` with checksums) and which
   checkpoint a run resumes from.
 - ``env_state``: the train and evaluation envs saved mid-episode with each checkpoint.

@@ -23,55 +23,50 @@ from tests.conftest import read_summary, run_cli, run_script
 from xdrl.training.checkpointing import BEST_METRIC, CONFIG_FILE, BestRotation
 
 
-@pytest.fixture(scope="module")
-def dst_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("dst")
+def _trained(factory: pytest.TempPathFactory, name: str, *overrides: str) -> Path:
+    """The run dir of one ``xdrl-train`` run with ``overrides`` (single thread)."""
+    root = factory.mktemp(name)
     run_dir = root / "run"
-    result = run_cli(
-        [
-            "env=deep_sea_treasure",
-            "total_frames=1024",
-            "frames_per_batch=256",
-            "env.num_envs=4",
-            "eval.interval_frames=512",
-            "eval.episodes=3",
-            "eval.max_steps=100",
-            "checkpoint.interval_frames=512",
-            "num_threads=1",
-            f"hydra.run.dir={run_dir}",
-        ],
-        cwd=root,
-    )
+    result = run_cli([*overrides, "num_threads=1", f"hydra.run.dir={run_dir}"], cwd=root)
     assert result.returncode == 0, result.stderr[-2000:]
     return run_dir
+
+
+@pytest.fixture(scope="module")
+def dst_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _trained(
+        tmp_path_factory,
+        "dst",
+        "env=deep_sea_treasure",
+        "total_frames=1024",
+        "frames_per_batch=256",
+        "env.num_envs=4",
+        "eval.interval_frames=512",
+        "eval.episodes=3",
+        "eval.max_steps=100",
+        "checkpoint.interval_frames=512",
+    )
 
 
 @pytest.fixture(scope="module")
 def dqn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A short DQN CartPole run whose evaluation is stochastic only (eval.deterministic=false)."""
-    root = tmp_path_factory.mktemp("dqn")
-    run_dir = root / "run"
-    result = run_cli(
-        [
-            "algorithm=dqn",
-            "env=cartpole",
-            "total_frames=512",
-            "frames_per_batch=256",
-            "env.num_envs=4",
-            "algorithm.build.init_random_frames=256",
-            "eval.interval_frames=512",
-            "eval.episodes=2",
-            "eval.max_steps=50",
-            "eval.deterministic=false",
-            "eval.stochastic=true",
-            "checkpoint.interval_frames=512",
-            "num_threads=1",
-            f"hydra.run.dir={run_dir}",
-        ],
-        cwd=root,
+    return _trained(
+        tmp_path_factory,
+        "dqn",
+        "algorithm=dqn",
+        "env=cartpole",
+        "total_frames=512",
+        "frames_per_batch=256",
+        "env.num_envs=4",
+        "algorithm.build.init_random_frames=256",
+        "eval.interval_frames=512",
+        "eval.episodes=2",
+        "eval.max_steps=50",
+        "eval.deterministic=false",
+        "eval.stochastic=true",
+        "checkpoint.interval_frames=512",
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return run_dir
 
 
 def _eval(*args: str, cwd: Path) -> subprocess.CompletedProcess:

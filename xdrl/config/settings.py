@@ -31,6 +31,7 @@ class RunSettings:
     run_dir: str
     exp_name: str
     resume: str | None
+    lean: bool
     objective: str
     env: dict
     algorithm: dict

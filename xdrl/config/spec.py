@@ -43,7 +43,7 @@ class RunSpec:
         env_id: the environment id (``env.id``).
         frame_skip: frames per agent step (``env.frame_skip``).
         requested_total_frames: ``total_frames`` as given.
-        resume: the key of the same name.
+        resume, lean: the keys of the same name.
         lr_schedule, max_grad_norm: ``algorithm.*`` of the same name.
         group, reduce_stats, progress_interval_s, log_model: ``logging.*`` of the same name.
         eval, checkpoint: the typed ``eval`` and ``checkpoint`` groups.
@@ -64,6 +64,7 @@ class RunSpec:
     frame_skip: int
     requested_total_frames: int
     resume: str | None
+    lean: bool
     lr_schedule: str
     max_grad_norm: float | None
     group: str
@@ -87,6 +88,7 @@ class RunSpec:
             frame_skip=int(cfg.env.frame_skip),
             requested_total_frames=int(cfg.total_frames),
             resume=None if cfg.resume is None else str(cfg.resume),
+            lean=bool(cfg.lean),
             lr_schedule=str(cfg.algorithm.lr_schedule),
             max_grad_norm=cfg.algorithm.max_grad_norm,
             group=str(cfg.logging.group),

@@ -54,6 +54,8 @@ from xdrl.config.types import Fraction, NonNegativeFloat, PositiveFloat
 from xdrl.envs.atari import check_atari, is_atari_id
 from xdrl.envs.factory import check_env, is_image_shape
 
+log = logging.getLogger(__name__)
+
 ATARI_FACTORY = "xdrl.envs.atari.make_atari_env"
 
 _STRICT = ConfigDict(strict=True)
@@ -76,6 +78,7 @@ SETTINGS = {
     "": "xdrl.config.settings.RunSettings",
     "eval": "xdrl.config.settings.EvalSettings",
     "checkpoint": "xdrl.config.settings.CheckpointSettings",
+    "collector": "xdrl.config.settings.CollectorSettings",
     "logging": "xdrl.config.settings.LoggingSettings",
     "algorithm": "xdrl.config.settings.AlgorithmSettings",
 }
@@ -146,6 +149,7 @@ def check_config(cfg: DictConfig) -> RunSpec:
     _check_observations(cfg, shape)
     _check_target(cfg, "pareto")  # hydra_plugins.xdrl_pareto.settings.pareto_settings
     _check_sizes(cfg)
+    _check_collector(cfg)
     _check_budget(cfg)
     _check_objective(cfg)
     _check_paths(cfg)
@@ -504,6 +508,42 @@ def _check_sizes(cfg: DictConfig) -> None:
             "eval.deterministic",
             "eval.deterministic and eval.stochastic are both false, so nothing is evaluated; "
             "set one of them true, or eval=none",
+        )
+
+
+def _check_collector(cfg: DictConfig) -> None:
+    """Workers share the training envs evenly (each steps ``env.num_envs / workers``); more
+    workers than usable cores is allowed, with a warning (waiting envs still overlap)."""
+    workers, num_envs = int(cfg.collector.workers), int(cfg.env.num_envs)
+    if cfg.collector.backend == "single":
+        if workers != 1:
+            raise ConfigError(
+                "collector.workers",
+                f"{workers} workers with collector=single (in-process); set "
+                f"collector=multiprocess collector.workers={workers}, or collector.workers=1",
+            )
+        return
+    if num_envs % workers:
+        divisors = [d for d in range(2, num_envs + 1) if num_envs % d == 0]
+        hint = f"one of {divisors}" if divisors else "collector=single"
+        raise ConfigError(
+            "collector.workers",
+            f"{workers} workers cannot share env.num_envs={num_envs} envs evenly; set "
+            f"collector.workers to {hint}, or env.num_envs to a multiple of {workers}",
+        )
+    if cfg.env.normalize_observations:
+        raise ConfigError(
+            "env.normalize_observations",
+            "not supported with collector=multiprocess yet (each worker would keep its own "
+            "statistics); set env.normalize_observations=false, or collector=single",
+        )
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if cores and workers > cores:
+        log.warning(
+            "collector.workers=%d is more than the %d cores this process may use: workers "
+            "share cores (it still pays where envs wait, e.g. on a remote simulator)",
+            workers,
+            cores,
         )
 
 

@@ -1,5 +1,5 @@
 """The typed signatures of the config groups that are not builders: the run's top-level keys,
-``algorithm``, ``eval``, ``checkpoint`` and ``logging``.
+``algorithm``, ``eval``, ``checkpoint``, ``logging`` and ``collector``.
 
 Each class is the group's schema (house note 1: the signature is the schema): a key is written once
 in ``conf/`` (its value and comment) and once here (its type and range); :mod:`xdrl.config.check`
@@ -38,6 +38,7 @@ class RunSettings:
     logging: dict
     eval: dict
     checkpoint: dict
+    collector: dict
     pareto: dict
 
 
@@ -87,3 +88,13 @@ class LoggingSettings:
     reduce_stats: bool | None
     progress_interval_s: PositiveFloat
     log_model: bool = False
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    """``conf/collector/*.yaml``: where the training envs step. ``single``: in this process (the
+    default); ``process``: ``workers`` processes, each stepping ``env.num_envs / workers`` envs
+    (TorchRL's ``MultiSyncCollector``)."""
+
+    backend: Literal["single", "process"]
+    workers: PositiveInt

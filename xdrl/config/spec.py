@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from xdrl.config.settings import CheckpointSettings, EvalSettings
+from xdrl.config.settings import CheckpointSettings, CollectorSettings, EvalSettings
 
 EVAL_SEED_OFFSET = 10_000  # the evaluation envs' seed: seed + this (apart from the training envs')
 
@@ -46,7 +46,8 @@ class RunSpec:
         resume, lean: the keys of the same name.
         lr_schedule, max_grad_norm: ``algorithm.*`` of the same name.
         group, reduce_stats, progress_interval_s, log_model: ``logging.*`` of the same name.
-        eval, checkpoint: the typed ``eval`` and ``checkpoint`` groups.
+        eval, checkpoint, collector: the typed ``eval``, ``checkpoint`` and ``collector``
+            groups.
 
     Example:
         >>> spec = check_config(compose("config", overrides=["total_frames=1000"]))
@@ -73,6 +74,7 @@ class RunSpec:
     log_model: bool
     eval: EvalSettings
     checkpoint: CheckpointSettings
+    collector: CollectorSettings
 
     @classmethod
     def of(cls, cfg: DictConfig) -> RunSpec:
@@ -97,6 +99,7 @@ class RunSpec:
             log_model=bool(cfg.logging.log_model),
             eval=_group(EvalSettings, cfg.eval),
             checkpoint=_group(CheckpointSettings, cfg.checkpoint),
+            collector=_group(CollectorSettings, cfg.collector),
         )
 
     def with_config(self, cfg: DictConfig) -> RunSpec:

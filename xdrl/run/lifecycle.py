@@ -27,6 +27,7 @@ from xdrl.training.build import Run, build_trainer
 from xdrl.training.checkpointing import BEST_SUMMARY_KEY, RunComplete, resumed_run_dir
 from xdrl.training.loggers import close_logger
 from xdrl.training.precision import autocast
+from xdrl.training.workers import WorkerFailed
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,10 @@ def _run(
     except KeyboardInterrupt:
         status, error = "interrupted", "aborted by a second Ctrl-C; no checkpoint at the stop"
         raise
+    except WorkerFailed as err:  # one line naming the worker and its cause; trace in the log
+        error = str(err)
+        trace_to_log_files(err, "Run failed", log)
+        raise RunError(f"{error}; {_after_failure(spec)}") from err
     except (OSError, RuntimeError) as err:  # a full disk, a lost mount: one line, trace in the log
         io_error = _as_io_error(err)
         if io_error is None:
@@ -223,6 +228,13 @@ def _what_was_saved(spec: RunSpec, frames: int) -> str:
     if frames == 0:  # stopped in the step-0 evaluation
         return "no checkpoint yet: the same command starts afresh"
     return "checkpoint and logs written; run the same command again to continue"
+
+
+def _after_failure(spec: RunSpec) -> str:
+    """What a run that failed in training leaves, for its one stderr line."""
+    if not spec.checkpoint.enabled:
+        return "no checkpoint (checkpoint.enabled=false)"
+    return "run the same command to resume from the last checkpoint"
 
 
 def _final_status(stop: _StopRequest, trainer: Any, run_: Run) -> str:

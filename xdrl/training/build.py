@@ -47,6 +47,7 @@ from xdrl.training.checkpointing import (
 from xdrl.training.env_state import EnvState
 from xdrl.training.loggers import WandbLogger, log_config, stable_run_id
 from xdrl.training.precision import Precision, device_has_bf16, resolve_precision
+from xdrl.training.workers import WorkerCollector, build_worker_collector
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,16 @@ class Run:
     hook_set: LoggingHookSet
     logger: Any
     envs: list[Any] = field(default_factory=list)
+    workers: WorkerCollector | None = None  # collector=multiprocess: stopped by close()
     resumed_from: str | None = None
     resume_approximate: str | None = None  # why a resume is not exact (None: exact)
     precision: Precision = "fp32"  # the networks' arithmetic: fp32, or bf16 autocast
 
     def close(self) -> None:
-        """Close the environments (collector, evaluation); safe to call twice."""
+        """Close the environments (collector, evaluation) and stop the collector's worker
+        processes; safe to call twice."""
+        if self.workers is not None:
+            self.workers.shutdown(raise_on_error=False)
         self.hook_set.close()
         for env in self.envs:
             if not env.is_closed:
@@ -312,14 +317,29 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     )
 
     # Collector
-    collector = build_collector(
-        train_env,
-        parts,
-        frames_per_batch=spec.frames_per_batch,
-        total_frames=spec.total_frames,
-        frame_skip=spec.frame_skip,
-        device=spec.device,
-    )
+    if spec.collector.backend == "process":
+        skip = spec.frame_skip  # TorchRL's collectors count agent steps; xdrl's budgets frames
+        collector = workers = build_worker_collector(
+            env_factory,
+            parts.policy,
+            workers=spec.collector.workers,
+            num_envs=int(cfg.env.num_envs),
+            seed=spec.seed,
+            frames_per_batch=spec.frames_per_batch,
+            total_frames=-(-spec.total_frames // skip),
+            init_random_frames=-(-parts.init_random_frames // skip),
+            device=spec.device,
+        )
+    else:
+        workers = None
+        collector = build_collector(
+            train_env,
+            parts,
+            frames_per_batch=spec.frames_per_batch,
+            total_frames=spec.total_frames,
+            frame_skip=spec.frame_skip,
+            device=spec.device,
+        )
 
     # Optimizer
     optimizer = _instantiate(
@@ -422,7 +442,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     # Resume
     resumed = restore(trainer, candidates, config=spec.resolved, run_dir=run_dir)
     if resumed is not None and not env_state.train_restored:  # approximate: fresh episodes
-        train_env.set_seed(spec.seed + int(trainer.collected_frames))
+        (workers or train_env).set_seed(spec.seed + int(trainer.collected_frames))
     if resumed is not None:
         _log_resume_exactness(env_state.approximate)
     norm_sync.link()  # a restore replaced the training statistics: share them again
@@ -431,6 +451,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         hook_set=hook_set,
         logger=logger,
         envs=envs,
+        workers=workers,
         resumed_from=str(resumed) if resumed else None,
         resume_approximate=env_state.approximate if resumed else None,
         precision=precision,

@@ -35,6 +35,7 @@ from xdrl.config import renames
 from xdrl.config.errors import first_line
 from xdrl.envs.vector_env import VectorGymEnv
 from xdrl.lean.collector import VectorCollector
+from xdrl.training.workers import WorkerCollector
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,11 @@ def _set_gym_envs(env: EnvBase, envs: list[Any]) -> None:
 
 def _train_state(env: EnvBase, collector: Any) -> tuple[dict[str, Any] | None, str | None]:
     """The train envs and the collector's episodes in progress, or (None, why not)."""
+    if isinstance(collector, WorkerCollector):
+        return None, (
+            f"collector=multiprocess: the train envs run in {collector.num_workers} worker "
+            "processes, whose episodes in progress are not saved (the workers are reseeded)"
+        )
     if _closed(env):  # TorchRL's Collector closes them with its last batch
         return None, "the train envs were closed after the collector's last batch"
     envs = gym_envs(env)

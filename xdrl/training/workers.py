@@ -1,0 +1,198 @@
+"""``collector=multiprocess``: the training envs step in worker processes, through TorchRL's own
+``MultiSyncCollector`` (what ``torchrl.collectors.Collector(..., backend="process", sync=True)``
+returns).
+
+Worker ``i`` builds the run's env factory with ``env.num_envs / workers`` envs seeded
+``seed + i * env.num_envs / workers``: sub-env ``k`` of the run gets the seed it gets with
+``collector=single``. The workers' batches are concatenated along the env dimension
+(``cat_results=0``), so the Trainer and every hook see the ``[env.num_envs, steps]`` batches of
+the in-process path; the policy's weights are pushed to the workers before every batch
+(``update_at_each_batch``: on-policy algorithms never act with stale weights).
+
+What xdrl adds to TorchRL's collector, all of it process hygiene:
+
+- :func:`worker_init` runs first in each worker: the worker dies with the run
+  (``PR_SET_PDEATHSIG``, also when the run is SIGKILLed) and ignores SIGINT/SIGTERM/SIGUSR2, which
+  a terminal or SLURM sends to the whole process group: the run stops its workers itself, after
+  the checkpoint, which asks them for their state.
+- :class:`WorkerCollector` names a failed worker and its cause in one line
+  (:class:`WorkerFailed`): the worker's collector (:class:`FaultReportingCollector`) writes the
+  exception into a file before the worker exits, where TorchRL's parent only sees an exit code.
+- The run's torch thread count is kept (TorchRL lowers it by the worker count); each worker runs
+  1 thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.collectors import Collector, MultiSyncCollector
+from torchrl.envs.utils import ExplorationType
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_FAULT_FILE = "worker-{}.txt"
+
+
+class WorkerFailed(RuntimeError):
+    """A collector worker died: which one and why, in one line."""
+
+
+def worker_init() -> None:
+    """First thing in a worker process: die with the parent, leave stop signals to it."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the run's shutdown still stops the workers
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+class FaultReportingCollector(Collector):
+    """A worker's TorchRL ``Collector`` that writes the exception ending its collection into
+    ``<fault_dir>/worker-<i>.txt`` (one line), then exits the worker with code 1, no traceback.
+
+    Args:
+        fault_dir: the folder the parent reads after a worker died.
+        worker_idx: this worker's index (TorchRL passes it); other arguments: ``Collector``'s.
+
+    Example:
+        >>> partial(FaultReportingCollector, fault_dir="/tmp/faults")  # as collector_class
+    """
+
+    def __init__(self, *args: Any, fault_dir: str, **kwargs: Any) -> None:
+        self._fault_dir = fault_dir
+        self._worker = kwargs.get("worker_idx")
+        super().__init__(*args, **kwargs)
+
+    def iterator(self) -> Iterator[TensorDictBase]:
+        """``Collector.iterator``; an exception is written down, then ends the worker."""
+        try:
+            yield from super().iterator()
+        except Exception as err:  # noqa: BLE001 - any env or policy error ends this worker
+            text = str(err).strip()
+            line = f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
+            path = Path(self._fault_dir) / _FAULT_FILE.format(self._worker)
+            path.write_text(line + "\n", encoding="utf-8")
+            raise SystemExit(1) from err
+
+
+class WorkerCollector(MultiSyncCollector):
+    """TorchRL's ``MultiSyncCollector`` whose worker failures raise :class:`WorkerFailed`
+    naming the worker and its cause; built by :func:`build_worker_collector`.
+
+    Example:
+        >>> collector = build_worker_collector(factory, policy, workers=2, ...)
+        >>> next(iter(collector)).batch_size  # as collector=single's
+        torch.Size([8, 32])
+    """
+
+    def __init__(self, *args: Any, fault_dir: str, **kwargs: Any) -> None:
+        self.fault_dir = fault_dir
+        try:
+            super().__init__(*args, **kwargs)
+        except BaseException:  # a worker that failed to start: stop the others, then raise
+            self.shutdown(raise_on_error=False)
+            raise
+
+    def iterator(self) -> Iterator[TensorDictBase]:
+        """``MultiSyncCollector.iterator``, a dead worker named."""
+        try:
+            yield from super().iterator()
+        except RuntimeError as err:
+            failed = self.failure()
+            if failed is None:
+                raise
+            raise WorkerFailed(failed) from err
+
+    def failure(self) -> str | None:
+        """``collector worker <i> failed: <cause>`` for the first dead worker, None if none."""
+        for i, proc in enumerate(getattr(self, "procs", ())):
+            code = None if proc._closed else proc.exitcode
+            written = Path(self.fault_dir) / _FAULT_FILE.format(i)
+            if written.exists():
+                cause = written.read_text(encoding="utf-8").strip()
+                return f"collector worker {i} failed: {cause}"
+            if code not in (None, 0):
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                return f"collector worker {i} died ({how})"
+        return None
+
+    def worker_pids(self) -> list[int]:
+        """The workers' process ids (the run logs them: a test or an operator can check them)."""
+        return [int(p.pid) for p in self.procs if p.pid is not None]
+
+    def shutdown(
+        self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
+    ) -> None:
+        """Stop the workers (TorchRL's shutdown) and remove the fault folder; safe to call twice."""
+        try:
+            super().shutdown(timeout=timeout, close_env=close_env, raise_on_error=raise_on_error)
+        finally:
+            shutil.rmtree(self.fault_dir, ignore_errors=True)
+
+
+def _worker_factory(factory: Callable[..., Any], *, num_envs: int, seed: int, device: str) -> Any:
+    """Worker-side env: the run's factory with this worker's share of envs and seeds."""
+    return factory(num_envs=num_envs, seed=seed, device=device)
+
+
+def build_worker_collector(
+    env_factory: Callable[..., Any],
+    policy: Any,
+    *,
+    workers: int,
+    num_envs: int,
+    seed: int,
+    frames_per_batch: int,
+    total_frames: int,
+    init_random_frames: int,
+    device: str,
+) -> WorkerCollector:
+    """``workers`` processes, each stepping ``num_envs / workers`` envs of ``env_factory`` (the
+    run's ``env`` node, partial), with ``policy``; counts in agent steps, as TorchRL's."""
+    per_worker = num_envs // workers
+    env_fns = [
+        partial(_worker_factory, env_factory, num_envs=per_worker, seed=seed + i * per_worker,
+                device=device)  # fmt: skip
+        for i in range(workers)
+    ]
+    fault_dir = tempfile.mkdtemp(prefix="xdrl-workers-")
+    threads = torch.get_num_threads()  # the run's choice (num_threads); TorchRL would lower it
+    collector = WorkerCollector(
+        env_fns,
+        policy,
+        frames_per_batch=frames_per_batch,
+        total_frames=total_frames,
+        init_random_frames=init_random_frames,
+        device=device,
+        exploration_type=ExplorationType.RANDOM,
+        cat_results=0,  # [workers * envs, steps]: the in-process batch layout
+        use_buffers=True,  # fixed specs: shared-memory batch buffers (TorchRL would guess so, warning)
+        update_at_each_batch=True,  # the learner's weights before every batch
+        num_threads=threads,
+        num_sub_threads=1,
+        init_fn=worker_init,
+        collector_class=partial(FaultReportingCollector, fault_dir=fault_dir),
+        fault_dir=fault_dir,
+    )
+    torch.set_num_threads(threads)
+    log.info("Collector workers started: %d processes x %d envs (pids %s)", workers, per_worker,
+             ", ".join(map(str, collector.worker_pids())))  # fmt: skip
+    return collector

@@ -1,0 +1,195 @@
+"""collector=multiprocess: TorchRL's multi-process collector behind xdrl's run (xdrl/training/workers.py).
+
+Every run here starts worker processes (a fresh interpreter each: TorchRL spawns them), so the
+budgets are a few batches; speed is measured by ``benchmarks/modes/collectors.py``, not here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import (
+    SMALL,
+    WANDB_OFFLINE,
+    compose_config,
+    read_scalars,
+    read_summary,
+    run_cli,
+    start_script,
+    wait_for,
+)
+from xdrl.config.check import check_config
+from xdrl.config.errors import ConfigError
+
+WORKERS = ["collector=multiprocess", "collector.workers=2"]
+# SleepyCartPole without the wait: sub-env k is seeded seed + k, so fail_seed=2 dooms worker 1's
+# first env (4 envs, 2 per worker) once it has taken 150 steps: in the third 256-frame batch
+# (64 steps per env per batch), after the checkpoints at 256 and 512 frames.
+CRASHING = [
+    "env=gym",
+    "env.id=xdrl.envs.testing:SleepyCartPole-v1",
+    "+env.make_kwargs.step_sleep_s=0.0",
+    "+env.make_kwargs.fail_after_steps=150",
+]
+RUN = [
+    "num_threads=1",
+    "frames_per_batch=256",
+    "env.num_envs=4",
+    "algorithm.build.epochs=1",
+    "eval.enabled=false",
+    "checkpoint.interval_frames=256",
+    "logging=csv",
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["collector.workers=3", "collector=multiprocess"],
+         "3 workers cannot share env.num_envs=8 envs evenly; set collector.workers to one of "
+         "[2, 4, 8]"),
+        (["collector.workers=2"], "2 workers with collector=single (in-process)"),
+        ([*WORKERS, "env.normalize_observations=true"],
+         "not supported with collector=multiprocess yet"),
+    ],
+)  # fmt: skip
+def test_bad_worker_settings_are_config_errors(
+    tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_config(compose_config(overrides, tmp_path / "run"))
+
+
+def test_a_bad_worker_count_is_one_line_before_anything_runs(tmp_path: Path) -> None:
+    result = run_cli([*WORKERS, "collector.workers=3", f"run_dir={tmp_path / 'run'}"], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "xdrl-train: config error: collector.workers: 3 workers cannot share env.num_envs=8 envs "
+        "evenly; set collector.workers to one of [2, 4, 8], or env.num_envs to a multiple of 3"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
+def test_more_workers_than_cores_is_a_warning(tmp_path: Path, caplog) -> None:
+    workers = len(os.sched_getaffinity(0)) * 2
+    cfg = compose_config(
+        ["collector=multiprocess", f"collector.workers={workers}", f"env.num_envs={workers}",
+         f"frames_per_batch={workers * 16}"], tmp_path / "run")  # fmt: skip
+    assert check_config(cfg).collector.workers == workers
+    assert f"collector.workers={workers} is more than the" in caplog.text
+
+
+def test_workers_log_the_same_metric_keys_and_counters_as_the_in_process_run(
+    tmp_path: Path,
+) -> None:
+    from xdrl.run.lifecycle import run
+
+    logged = {}
+    for name, extra in (("single", []), ("workers", WORKERS)):
+        run(compose_config([*SMALL, "num_threads=1", *extra], tmp_path / name))
+        logged[name] = read_scalars(tmp_path / name / "logs")
+        assert read_summary(tmp_path / name)["status"] == "completed"
+    assert torch.get_num_threads() == 1  # the run's thread count survives the workers
+    assert sorted(logged["workers"]) == sorted(logged["single"])
+    batches = [256, 512]  # SMALL: 512 frames in 256-frame batches
+    for name in logged:
+        assert logged[name]["counters/total_frames"] == [(0, 0.0)] + [(f, f) for f in batches]
+        assert logged[name]["counters/current_frames"] == [(f, 256.0) for f in batches]
+        assert [step for step, _ in logged[name]["train/loss_objective"]] == batches
+
+
+def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_that_loads(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "run"
+    args = [*RUN, *WORKERS, *CRASHING, "total_frames=2048", f"run_dir={run_dir}"]
+    result = run_cli([*args, "+env.make_kwargs.fail_seed=2"], tmp_path)
+    assert result.returncode == 1
+    line = (
+        "xdrl-train: error: collector worker 1 failed: SimulatorCrash: simulated crash of the "
+        "sub-env seeded 2; run the same command to resume from the last checkpoint"
+    )
+    assert result.stderr.splitlines()[-1] == line, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    summary = read_summary(run_dir)
+    assert summary["status"] == "failed"
+    assert summary["error"].startswith("collector worker 1 failed: SimulatorCrash")
+    saved = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert saved == ["checkpoint-000000000256", "checkpoint-000000000512"]
+
+    # The simulator fixed, the same run resumes from 512 frames and completes, saying that the
+    # workers were reseeded (their episodes in progress are not in the checkpoint).
+    result = run_cli([*args, "+env.make_kwargs.fail_seed=null"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed"
+    assert summary["resumed_from"].endswith("checkpoint-000000000512")
+    assert summary["resume_exact"] is False
+    assert "collector=multiprocess" in summary["resume_approximate_reason"]
+    assert "Resume is approximate: collector=multiprocess" in _run_log(run_dir)
+
+
+def _run_log(run_dir: Path) -> str:
+    return "".join(p.read_text() for p in run_dir.glob("*.log"))
+
+
+def _worker_pids(run_dir: Path) -> list[int]:
+    match = re.search(r"Collector workers started: .*\(pids ([\d, ]+)\)", _run_log(run_dir))
+    return [int(p) for p in match[1].split(", ")] if match else []
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie awaiting its reaper counts as exited)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.parametrize(
+    ("sig", "to_group"),
+    [(signal.SIGINT, True), (signal.SIGKILL, False)],
+    ids=["ctrl-c-to-the-process-group", "sigkill-to-the-run-only"],
+)
+def test_no_worker_outlives_the_run(tmp_path: Path, sig: signal.Signals, to_group: bool) -> None:
+    run_dir = tmp_path / "run"
+    args = [*RUN, *WORKERS, "total_frames=1000000", f"run_dir={run_dir}"]
+    proc = start_script("xdrl-train", args, tmp_path, WANDB_OFFLINE, stderr=subprocess.PIPE,
+                        start_new_session=True)  # fmt: skip
+    try:
+        wait_for(lambda: any((run_dir / "logs").rglob("total_frames.csv")), proc)
+        pids = _worker_pids(run_dir)
+        assert len(pids) == 2 and not any(map(_gone, pids))
+        if to_group:  # as a terminal's Ctrl-C: the run and its workers get it
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if sig == signal.SIGINT:
+        assert proc.returncode == 128 + signal.SIGINT
+        assert read_summary(run_dir)["status"] == "interrupted"
+    wait_for_gone = [pid for pid in pids if not _gone(pid)]
+    if sig == signal.SIGKILL:  # the kernel delivers the workers' death signal as the run dies
+        _wait(lambda: all(map(_gone, pids)))
+    else:  # the run stopped and joined its workers before it exited
+        assert wait_for_gone == []
+
+
+def _wait(predicate) -> None:
+    """Poll until ``predicate`` holds (a 60 s safety net, not a deadline)."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while not predicate():
+        assert time.monotonic() < deadline, "workers still alive 60 s after the run died"
+        time.sleep(0.05)

@@ -124,9 +124,9 @@ def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_
     saved = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert saved == ["checkpoint-000000000256", "checkpoint-000000000512"]
 
-    # The simulator fixed, the same run resumes from 512 frames and completes, saying that the
-    # workers were reseeded (their episodes in progress are not in the checkpoint).
-    result = run_cli([*args, "+env.make_kwargs.fail_seed=null"], tmp_path)
+    # The same command resumes from 512 frames and completes, saying that the workers were
+    # reseeded (seed + 512: no sub-env is seeded 2 any more); episodes in progress are not saved.
+    result = run_cli([*args, "+env.make_kwargs.fail_seed=2"], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(run_dir)
     assert summary["status"] == "completed"

@@ -115,8 +115,8 @@ class WorkerCollector(MultiSyncCollector):
         """``MultiSyncCollector.iterator``, a dead worker named."""
         try:
             yield from super().iterator()
-        except RuntimeError as err:
-            failed = self.failure()
+        except Exception as err:  # TorchRL's dead-worker check: RuntimeError, or ValueError
+            failed = self.failure()  # from closing a worker that ignores SIGTERM
             if failed is None:
                 raise
             raise WorkerFailed(failed) from err

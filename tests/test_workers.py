@@ -102,7 +102,7 @@ def test_workers_log_the_same_metric_keys_and_counters_as_the_in_process_run(
     for name in logged:
         assert logged[name]["counters/total_frames"] == [(0, 0.0)] + [(f, f) for f in batches]
         assert logged[name]["counters/current_frames"] == [(f, 256.0) for f in batches]
-        assert [step for step, _ in logged[name]["train/loss_objective"]] == batches
+        assert [step for step, _ in logged[name]["train/agents/loss_objective"]] == batches
 
 
 def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_that_loads(

@@ -47,7 +47,7 @@ def test_concurrent_jobs_counts_the_jobs_that_share_this_machine(launcher, jobs)
     assert concurrent_jobs(launcher) == jobs
 
 
-def test_auto_threads_are_shared_by_parallel_sweep_jobs(make_cfg, monkeypatch) -> None:
+def test_auto_threads_are_shared_by_parallel_sweep_jobs_and_collector_workers(make_cfg, monkeypatch) -> None:
     import torch
 
     import xdrl.run.process as process
@@ -61,5 +61,7 @@ def test_auto_threads_are_shared_by_parallel_sweep_jobs(make_cfg, monkeypatch) -
         assert process.setup_process(cfg).num_threads == 1  # two jobs share the two cores
         monkeypatch.setattr(process, "_hydra_launcher", lambda: None)
         assert process.setup_process(cfg).num_threads == 2
+        workers = make_cfg("algorithm=sac", "collector=multiprocess", "collector.workers=1")
+        assert process.setup_process(workers).num_threads == 1  # the worker takes a core
     finally:
         torch.set_num_threads(before)

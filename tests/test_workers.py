@@ -12,6 +12,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -27,6 +28,7 @@ from tests.conftest import (
 )
 from xdrl.config.check import check_config
 from xdrl.config.errors import ConfigError
+from xdrl.policy.loading import load_policy
 
 WORKERS = ["collector=multiprocess", "collector.workers=2"]
 # SleepyCartPole without the wait: sub-env k is seeded seed + k, so fail_seed=2 dooms worker 1's
@@ -123,6 +125,9 @@ def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_
     assert summary["error"].startswith("collector worker 1 failed: SimulatorCrash")
     saved = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert saved == ["checkpoint-000000000256", "checkpoint-000000000512"]
+    policy = load_policy(run_dir)  # what xdrl-eval and xdrl-export load
+    assert policy.frames == 512
+    assert policy(np.zeros(4, dtype=np.float32)) in (0, 1)
 
     # The same command resumes from 512 frames and completes, saying that the workers were
     # reseeded (seed + 512: no sub-env is seeded 2 any more); episodes in progress are not saved.

@@ -7,6 +7,7 @@ from functools import partial
 
 from benchmarks.modes import (
     atari,
+    collectors,
     eval_speed,
     hook_overhead,
     off_policy,
@@ -34,4 +35,5 @@ MODES: dict[str, Mode] = {
     "halfcheetah": _off_policy("halfcheetah"),
     "startup": Mode(startup.run, startup.rows, needs_sb3=False),
     "atari": Mode(atari.run, atari.rows),
+    "collectors": Mode(collectors.run, collectors.rows, needs_sb3=False),
 }

@@ -40,10 +40,12 @@ def setup_process(cfg: DictConfig) -> ProcessSettings:
     jobs = concurrent_jobs(_hydra_launcher())
     measured = wants_cores(cfg.num_threads, hidden)
     cores = available_cores() if measured else 1  # samples the load: only where it decides
-    threads = resolve_num_threads(cfg.num_threads, hidden, max(1, cores // jobs))
-    if measured and jobs > 1:
-        log.info("num_threads auto: %d (%d cores shared by up to %d parallel jobs)", threads,
-                 cores, jobs)  # fmt: skip
+    # collector=multiprocess: each worker process steps envs on a core of its own
+    workers = int(cfg.collector.workers) if cfg.collector.backend == "process" else 0
+    threads = resolve_num_threads(cfg.num_threads, hidden, max(1, cores // jobs - workers))
+    if measured and (jobs > 1 or workers):
+        log.info("num_threads auto: %d (%d cores shared by up to %d parallel jobs, %d collector "
+                 "workers each)", threads, cores, jobs, workers)  # fmt: skip
     torch.set_num_threads(threads)
     plain_torchrl_logging()
     return ProcessSettings(num_threads=threads, interactive=sys.stdout.isatty())

@@ -1,0 +1,105 @@
+"""``collectors``: ``collector=single`` against ``collector=multiprocess`` with 2 and 4 workers.
+
+Two workloads, each contender on the same command but for the collector:
+
+- ``sleepy``: ``experiment=cartpole_ppo`` (8 envs x 32 steps, 20 full-batch epochs) on
+  :mod:`xdrl.envs.testing`'s SleepyCartPole-v1, whose step waits 2 ms (a remote simulator's
+  round trip): the workers' waits overlap, even on 2 cores.
+- ``atari``: ``experiment=atari_ppo`` on Breakout (8 emulators), 2 torch threads for the learner,
+  against SB3's PPO with RL-Zoo's Atari settings (``SubprocVecEnv`` off: its one-process
+  ``DummyVecEnv``, as in the ``atari`` mode); skipped without ale-py or SB3's venv.
+
+Frames/s are training time only (``summary.json``), not the workers' start-up.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks import contenders as c
+from benchmarks.report import check, fmt, row
+from benchmarks.runner import Options, Row, alternated, median
+
+WORKERS = (2, 4)
+SLEEPY = ["experiment=cartpole_ppo", "env.id=xdrl.envs.testing:SleepyCartPole-v1",
+          "eval=none", "logging=none", "num_threads=1"]  # fmt: skip
+
+
+def _collector(workers: int) -> list[str]:
+    return [] if workers == 1 else ["collector=multiprocess", f"collector.workers={workers}"]
+
+
+def _contenders(common: list[str], counts: tuple[int, ...], seed: int) -> dict[str, Callable]:
+    return {
+        f"w{n}": (lambda n=n: c.xdrl([*common, *_collector(n)], seed)["frames_per_second"])
+        for n in counts
+    }
+
+
+def run(options: Options, seeds: list[int]) -> dict[str, Any]:
+    frames = 2_048 if options.quick else 6_144  # 8 or 24 batches of 256
+    sleepy_rows = []
+    for seed in seeds:
+        fps = alternated(
+            _contenders([*SLEEPY, f"total_frames={frames}"], (1, *WORKERS), seed), seed, options.reps
+        )
+        sleepy_rows.append({"seed": seed, **fps, "load_average": os.getloadavg()[0]})
+        print(f"  collectors sleepy seed {seed}: {sleepy_rows[-1]}", flush=True)
+    out: dict[str, Any] = {"sleepy_frames": frames, "sleepy_runs": sleepy_rows}
+    for n in (1, *WORKERS):
+        out[f"sleepy_w{n}_fps"] = median(r[f"w{n}"] for r in sleepy_rows)
+    for n in WORKERS:
+        out[f"sleepy_w{n}_speedup"] = out[f"sleepy_w{n}_fps"] / out["sleepy_w1_fps"]
+    if importlib.util.find_spec("ale_py") is not None and options.sb3_python.exists():
+        out.update(_atari(options, seeds))
+    return out
+
+
+def _atari(options: Options, seeds: list[int]) -> dict[str, Any]:
+    steps = 2_048 if options.quick else 8_192  # agent steps: 2 or 8 batches of 8 envs x 128
+    common = ["experiment=atari_ppo", "env.id=ALE/Breakout-v5", f"total_frames={4 * steps}",
+              "num_threads=2", "eval=none", "logging=none"]  # fmt: skip
+    rows = []
+    for seed in seeds:
+        runs: dict[str, Callable[..., Any]] = {
+            "sb3": lambda s=seed: c.sb3(
+                options.sb3_python, "atari", s, "--frames", str(steps), "--threads", "2"
+            )["frames_per_second"],
+            **_contenders(common, (1, 2), seed),
+        }
+        fps = alternated(runs, seed, options.reps)
+        rows.append({"seed": seed, **fps, "load_average": os.getloadavg()[0]})
+        print(f"  collectors atari seed {seed}: {rows[-1]}", flush=True)
+    out: dict[str, Any] = {"atari_agent_steps": steps, "atari_runs": rows}
+    for name in ("sb3", "w1", "w2"):
+        out[f"atari_{name}_fps"] = median(r[name] for r in rows)
+    out["atari_best_ratio"] = max(out["atari_w1_fps"], out["atari_w2_fps"]) / out["atari_sb3_fps"]
+    return out
+
+
+def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:
+    out = [
+        row(
+            f"SleepyCartPole PPO (2 ms per step, 8 envs, {a['sleepy_frames']} frames) frames/s: "
+            "collector=single | workers=2 | workers=4",
+            fmt(a["sleepy_w1_fps"], 0),
+            f"{fmt(a['sleepy_w2_fps'], 0)} | {fmt(a['sleepy_w4_fps'], 0)}",
+            f"{fmt(a['sleepy_w2_speedup'])} | {fmt(a['sleepy_w4_speedup'])}",
+            check(targets, "sleepy_w4_speedup", a["sleepy_w4_speedup"]),
+        )
+    ]
+    if "atari_sb3_fps" in a:
+        out.append(
+            row(
+                f"Atari PPO (Breakout, {a['atari_agent_steps']} agent steps) frames/s: SB3 | "
+                "xdrl single | xdrl workers=2",
+                fmt(a["atari_sb3_fps"], 0),
+                f"{fmt(a['atari_w1_fps'], 0)} | {fmt(a['atari_w2_fps'], 0)}",
+                fmt(a["atari_best_ratio"]),
+                check(targets, "atari_best_ratio", a["atari_best_ratio"]),
+            )
+        )
+    return out

@@ -47,7 +47,7 @@ def test_concurrent_jobs_counts_the_jobs_that_share_this_machine(launcher, jobs)
     assert concurrent_jobs(launcher) == jobs
 
 
-def test_auto_threads_are_shared_by_parallel_sweep_jobs_and_collector_workers(make_cfg, monkeypatch) -> None:
+def test_auto_threads_are_shared_by_sweep_jobs_and_collector_workers(make_cfg, monkeypatch) -> None:
     import torch
 
     import xdrl.run.process as process

@@ -1,4 +1,4 @@
-"""collector=multiprocess: TorchRL's multi-process collector behind xdrl's run (xdrl/training/workers.py).
+"""collector=multiprocess: TorchRL's multi-process collector in a run (xdrl/training/workers.py).
 
 Every run here starts worker processes (a fresh interpreter each: TorchRL spawns them), so the
 budgets are a few batches; speed is measured by ``benchmarks/modes/collectors.py``, not here.

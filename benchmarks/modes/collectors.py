@@ -43,9 +43,8 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
     frames = 2_048 if options.quick else 6_144  # 8 or 24 batches of 256
     sleepy_rows = []
     for seed in seeds:
-        fps = alternated(
-            _contenders([*SLEEPY, f"total_frames={frames}"], (1, *WORKERS), seed), seed, options.reps
-        )
+        runs = _contenders([*SLEEPY, f"total_frames={frames}"], (1, *WORKERS), seed)
+        fps = alternated(runs, seed, options.reps)
         sleepy_rows.append({"seed": seed, **fps, "load_average": os.getloadavg()[0]})
         print(f"  collectors sleepy seed {seed}: {sleepy_rows[-1]}", flush=True)
     out: dict[str, Any] = {"sleepy_frames": frames, "sleepy_runs": sleepy_rows}

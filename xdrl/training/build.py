@@ -217,6 +217,36 @@ def build_collector(
     )
 
 
+def _train_collector(
+    spec: RunSpec, env_factory: Any, train_env: Any, parts: AlgorithmParts
+) -> tuple[Any, WorkerCollector | None]:
+    """The run's collector: in-process (:func:`build_collector`), or worker processes for
+    ``collector=multiprocess`` (then also returned second, to be stopped by ``Run.close``)."""
+    if spec.collector.backend != "process":
+        collector = build_collector(
+            train_env,
+            parts,
+            frames_per_batch=spec.frames_per_batch,
+            total_frames=spec.total_frames,
+            frame_skip=spec.frame_skip,
+            device=spec.device,
+        )
+        return collector, None
+    skip = spec.frame_skip  # TorchRL's collectors count agent steps; xdrl's budgets frames
+    workers = build_worker_collector(
+        env_factory,
+        parts.policy,
+        workers=spec.collector.workers,
+        num_envs=int(train_env.batch_size[0]),
+        seed=spec.seed,
+        frames_per_batch=spec.frames_per_batch,
+        total_frames=-(-spec.total_frames // skip),
+        init_random_frames=-(-parts.init_random_frames // skip),
+        device=spec.device,
+    )
+    return workers, workers
+
+
 def build_evaluation(
     ev: EvalSettings,
     env_factory: Any,
@@ -317,29 +347,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     )
 
     # Collector
-    if spec.collector.backend == "process":
-        skip = spec.frame_skip  # TorchRL's collectors count agent steps; xdrl's budgets frames
-        collector = workers = build_worker_collector(
-            env_factory,
-            parts.policy,
-            workers=spec.collector.workers,
-            num_envs=int(cfg.env.num_envs),
-            seed=spec.seed,
-            frames_per_batch=spec.frames_per_batch,
-            total_frames=-(-spec.total_frames // skip),
-            init_random_frames=-(-parts.init_random_frames // skip),
-            device=spec.device,
-        )
-    else:
-        workers = None
-        collector = build_collector(
-            train_env,
-            parts,
-            frames_per_batch=spec.frames_per_batch,
-            total_frames=spec.total_frames,
-            frame_skip=spec.frame_skip,
-            device=spec.device,
-        )
+    collector, workers = _train_collector(spec, env_factory, train_env, parts)
 
     # Optimizer
     optimizer = _instantiate(

@@ -25,6 +25,7 @@ What xdrl adds to TorchRL's collector, all of it process hygiene:
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import shutil
 import signal
@@ -149,7 +150,11 @@ class WorkerCollector(MultiSyncCollector):
 
 
 def _worker_factory(factory: Callable[..., Any], *, num_envs: int, seed: int, device: str) -> Any:
-    """Worker-side env: the run's factory with this worker's share of envs and seeds."""
+    """Worker-side env: the run's factory with this worker's share of envs and seeds; in a
+    worker process, its torch generator (the policy's action sampling) is seeded too, so a run
+    with workers repeats itself under the same seed."""
+    if multiprocessing.parent_process() is not None:
+        torch.manual_seed(seed)
     return factory(num_envs=num_envs, seed=seed, device=device)
 
 
@@ -169,8 +174,13 @@ def build_worker_collector(
     run's ``env`` node, partial), with ``policy``; counts in agent steps, as TorchRL's."""
     per_worker = num_envs // workers
     env_fns = [
-        partial(_worker_factory, env_factory, num_envs=per_worker, seed=seed + i * per_worker,
-                device=device)  # fmt: skip
+        partial(
+            _worker_factory,
+            env_factory,
+            num_envs=per_worker,
+            seed=seed + i * per_worker,
+            device=device,
+        )
         for i in range(workers)
     ]
     fault_dir = tempfile.mkdtemp(prefix="xdrl-workers-")
@@ -184,7 +194,7 @@ def build_worker_collector(
         device=device,
         exploration_type=ExplorationType.RANDOM,
         cat_results=0,  # [workers * envs, steps]: the in-process batch layout
-        use_buffers=True,  # fixed specs: shared-memory batch buffers (TorchRL would guess so, warning)
+        use_buffers=True,  # fixed specs: shared-memory buffers (TorchRL guesses so, warning)
         update_at_each_batch=True,  # the learner's weights before every batch
         num_threads=threads,
         num_sub_threads=1,

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -32,13 +33,14 @@ from xdrl.policy.loading import load_policy
 
 WORKERS = ["collector=multiprocess", "collector.workers=2"]
 # SleepyCartPole without the wait: sub-env k is seeded seed + k, so fail_seed=2 dooms worker 1's
-# first env (4 envs, 2 per worker) once it has taken 150 steps: in the third 256-frame batch
-# (64 steps per env per batch), after the checkpoints at 256 and 512 frames.
+# first env (4 envs, 2 per worker) once it has taken 150 steps in its process: in the third
+# 256-frame batch (64 steps per env per batch), after the checkpoints at 256 and 512 frames.
 CRASHING = [
     "env=gym",
     "env.id=xdrl.envs.testing:SleepyCartPole-v1",
     "+env.make_kwargs.step_sleep_s=0.0",
     "+env.make_kwargs.fail_after_steps=150",
+    "+env.make_kwargs.fail_seed=2",
 ]
 RUN = [
     "num_threads=1",
@@ -111,8 +113,8 @@ def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_
     tmp_path: Path,
 ) -> None:
     run_dir = tmp_path / "run"
-    args = [*RUN, *WORKERS, *CRASHING, "total_frames=2048", f"run_dir={run_dir}"]
-    result = run_cli([*args, "+env.make_kwargs.fail_seed=2"], tmp_path)
+    args = [*RUN, *WORKERS, *CRASHING, "total_frames=1024", f"run_dir={run_dir}"]
+    result = run_cli(args, tmp_path)
     assert result.returncode == 1
     line = (
         "xdrl-train: error: collector worker 1 failed: SimulatorCrash: simulated crash of the "
@@ -129,16 +131,15 @@ def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_
     assert policy.frames == 512
     assert policy(np.zeros(4, dtype=np.float32)) in (0, 1)
 
-    # The same command resumes from 512 frames and completes, saying that the workers were
-    # reseeded (seed + 512: no sub-env is seeded 2 any more); episodes in progress are not saved.
-    result = run_cli([*args, "+env.make_kwargs.fail_seed=2"], tmp_path)
+    # The same command resumes exactly from 512 frames (the doomed env restored mid-episode, in a
+    # new worker that counts its steps from 0) and completes the 1,024 frames before step 150.
+    result = run_cli(args, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(run_dir)
     assert summary["status"] == "completed"
     assert summary["resumed_from"].endswith("checkpoint-000000000512")
-    assert summary["resume_exact"] is False
-    assert "collector=multiprocess" in summary["resume_approximate_reason"]
-    assert "Resume is approximate: collector=multiprocess" in _run_log(run_dir)
+    assert summary["resume_exact"] is True
+    assert "Resume is exact" in _run_log(run_dir)
 
 
 def _run_log(run_dir: Path) -> str:
@@ -198,3 +199,36 @@ def _wait(predicate) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "workers still alive 60 s after the run died"
         time.sleep(0.05)
+
+
+def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() -> None:
+    """A checkpoint's collector state, loaded into freshly started workers, continues their
+    episodes and generators: the next batch is the one the first workers collected next."""
+    from tensordict import assert_close
+
+    from xdrl.algorithms.ppo import build
+    from xdrl.envs.factory import make_env
+    from xdrl.training.workers import build_worker_collector
+
+    factory = partial(make_env, "CartPole-v1", batching="vector")
+    parts = build(factory(num_envs=4, seed=0), frames_per_batch=64, minibatch_size=64)
+    kwargs = dict(workers=2, num_envs=4, seed=0, frames_per_batch=64, total_frames=64 * 10,
+                  init_random_frames=0, device="cpu")  # fmt: skip
+    first = build_worker_collector(factory, parts.policy, **kwargs)
+    try:
+        batches = iter(first)
+        for _ in range(3):  # 16 steps per env each: episodes run across the saved boundary
+            next(batches)
+        state = first.state_dict()
+        expected = next(batches)
+    finally:
+        first.shutdown()
+    second = build_worker_collector(factory, parts.policy, **kwargs)
+    try:
+        second.load_state_dict(state)
+        assert second.resume_note is None
+        got = next(iter(second))
+    finally:
+        second.shutdown()
+    assert bool((expected["step_count"] > 0).any())  # mid-episode at the boundary
+    assert_close(got.exclude("collector"), expected.exclude("collector"))

@@ -3,8 +3,10 @@
 ``SleepyCartPole-v1``: CartPole-v1 whose every step first sleeps ``step_sleep_s`` (2 ms by
 default): a stand-in for a remote simulator or an emulator, whose step costs wall time rather
 than this process's CPU. It shows where ``collector=multiprocess`` pays back: the workers' waits
-overlap, even on 2 cores. With ``fail_seed`` set, the sub-env reset with that seed raises after
-``fail_after_steps`` steps (a simulator that crashes), for the worker fault tests.
+overlap, even on 2 cores. With ``fail_seed`` set, the sub-env reset with that seed raises once
+it has taken ``fail_after_steps`` steps in this process (a simulator that crashes some time after
+it started: restored from a checkpoint in a new process, it counts again from 0), for the worker
+fault tests.
 
 Use it by its module-qualified id, so that any process (a collector worker too) registers it:
 
@@ -20,6 +22,7 @@ import gymnasium as gym
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 SLEEPY_ID = "SleepyCartPole-v1"
+_STEPS_IN_PROCESS: dict[int, int] = {}  # steps per env object in this process (not pickled)
 
 
 class SimulatorCrash(RuntimeError):
@@ -50,18 +53,16 @@ class SleepyCartPole(CartPoleEnv):
         self.fail_seed = fail_seed
         self.fail_after_steps = fail_after_steps
         self._doomed = False
-        self._steps = 0
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
         if seed is not None:
             self._doomed = self.fail_seed is not None and seed == self.fail_seed
-            self._steps = 0
         return super().reset(seed=seed, options=options)
 
     def step(self, action: Any) -> Any:
         time.sleep(self.step_sleep_s)
-        self._steps += 1
-        if self._doomed and self._steps > self.fail_after_steps:
+        steps = _STEPS_IN_PROCESS[id(self)] = _STEPS_IN_PROCESS.get(id(self), 0) + 1
+        if self._doomed and steps > self.fail_after_steps:
             raise SimulatorCrash(f"simulated crash of the sub-env seeded {self.fail_seed}")
         return super().step(action)
 

@@ -449,10 +449,11 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
 
     # Resume
     resumed = restore(trainer, candidates, config=spec.resolved, run_dir=run_dir)
-    if resumed is not None and not env_state.train_restored:  # approximate: fresh episodes
+    restored, approximate = _resume_exactness(env_state, workers)
+    if resumed is not None and not restored:  # approximate: fresh episodes
         (workers or train_env).set_seed(spec.seed + int(trainer.collected_frames))
     if resumed is not None:
-        _log_resume_exactness(env_state.approximate)
+        _log_resume_exactness(approximate)
     norm_sync.link()  # a restore replaced the training statistics: share them again
     return Run(
         trainer=trainer,
@@ -461,9 +462,20 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         envs=envs,
         workers=workers,
         resumed_from=str(resumed) if resumed else None,
-        resume_approximate=env_state.approximate if resumed else None,
+        resume_approximate=approximate if resumed else None,
         precision=precision,
     )
+
+
+def _resume_exactness(
+    env_state: EnvState, workers: WorkerCollector | None
+) -> tuple[bool, str | None]:
+    """Whether a restore put the train envs' episodes back, and why the resume is approximate
+    (None: exact); with workers, their collector state holds the episodes."""
+    if workers is None:
+        return env_state.train_restored, env_state.approximate
+    notes = [n for n in (workers.resume_note, env_state.approximate) if n]
+    return workers.resume_note is None, "; ".join(notes) or None
 
 
 def _log_resume_exactness(approximate: str | None) -> None:

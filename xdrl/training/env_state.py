@@ -35,7 +35,6 @@ from xdrl.config import renames
 from xdrl.config.errors import first_line
 from xdrl.envs.vector_env import VectorGymEnv
 from xdrl.lean.collector import VectorCollector
-from xdrl.training.workers import WorkerCollector
 
 log = logging.getLogger(__name__)
 
@@ -131,11 +130,8 @@ def _set_gym_envs(env: EnvBase, envs: list[Any]) -> None:
 
 def _train_state(env: EnvBase, collector: Any) -> tuple[dict[str, Any] | None, str | None]:
     """The train envs and the collector's episodes in progress, or (None, why not)."""
-    if isinstance(collector, WorkerCollector):
-        return None, (
-            f"collector=multiprocess: the train envs run in {collector.num_workers} worker "
-            "processes, whose episodes in progress are not saved (the workers are reseeded)"
-        )
+    if getattr(collector, "saves_episodes", False):  # its own state_dict holds them (workers)
+        return None, None
     if _closed(env):  # TorchRL's Collector closes them with its last batch
         return None, "the train envs were closed after the collector's last batch"
     envs = gym_envs(env)
@@ -200,6 +196,9 @@ class EnvState:
         self.collector = collector
         self.eval_env = eval_env
         self.approximate: str | None = NO_STATE
+        self.saved_note: str | None = (
+            None  # why the last state_dict is incomplete (None: it is not)
+        )
         self.train_restored = False
         self._warned = False
 
@@ -208,6 +207,7 @@ class EnvState:
         train, train_why = _train_state(self.train_env, self.collector)
         evaluation, eval_why = _eval_state(self.eval_env)
         why = "; ".join(w for w in (train_why, eval_why) if w) or None
+        self.saved_note = why
         if why and not self._warned and not _closed(self.train_env):
             log.warning("A resume from this run's checkpoints will be approximate: %s", why)
             self._warned = True

@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import tempfile
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -40,10 +41,15 @@ from tensordict import TensorDictBase
 from torchrl.collectors import Collector, MultiSyncCollector
 from torchrl.envs.utils import ExplorationType
 
+from xdrl.training.env_state import EnvState
+
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _FAULT_FILE = "worker-{}.txt"
+# A worker's state_dict entries beside TorchRL's (checkpoints written before them lack them).
+EPISODES, EPISODES_NOTE, RNG = "xdrl_episodes", "xdrl_episodes_note", "xdrl_torch_rng"
+NO_EPISODES = "the checkpoint holds no worker episodes (written before exact resume with workers)"
 
 
 class WorkerFailed(RuntimeError):
@@ -66,8 +72,10 @@ def worker_init() -> None:
 
 
 class FaultReportingCollector(Collector):
-    """A worker's TorchRL ``Collector`` that writes the exception ending its collection into
-    ``<fault_dir>/worker-<i>.txt`` (one line), then exits the worker with code 1, no traceback.
+    """A worker's TorchRL ``Collector``. It writes the exception that ends its collection into
+    ``<fault_dir>/worker-<i>.txt`` (one line) and exits the worker with code 1, no traceback; its
+    ``state_dict`` also holds its envs mid-episode, its episodes in progress and its torch
+    generator (:class:`~xdrl.training.env_state.EnvState`'s pickle), so a resume is exact.
 
     Args:
         fault_dir: the folder the parent reads after a worker died.
@@ -93,6 +101,26 @@ class FaultReportingCollector(Collector):
             path.write_text(line + "\n", encoding="utf-8")
             raise SystemExit(1) from err
 
+    def state_dict(self) -> OrderedDict:
+        """``Collector.state_dict`` with this worker's episodes and torch generator."""
+        state = super().state_dict()
+        episodes = EnvState(self.env, self)
+        state[EPISODES] = episodes.state_dict()["blob"]
+        state[EPISODES_NOTE] = episodes.saved_note or ""
+        state[RNG] = torch.get_rng_state()
+        return state
+
+    def load_state_dict(self, state_dict: OrderedDict, **kwargs: Any) -> None:
+        """``Collector.load_state_dict``, then the episodes and generator where saved."""
+        state = OrderedDict(state_dict)
+        blob, rng = state.pop(EPISODES, None), state.pop(RNG, None)
+        state.pop(EPISODES_NOTE, None)
+        super().load_state_dict(state, **kwargs)
+        if blob is not None:
+            EnvState(self.env, self).load_state_dict({"blob": blob})
+        if rng is not None:
+            torch.set_rng_state(rng)
+
 
 class WorkerCollector(MultiSyncCollector):
     """TorchRL's ``MultiSyncCollector`` whose worker failures raise :class:`WorkerFailed`
@@ -104,8 +132,11 @@ class WorkerCollector(MultiSyncCollector):
         torch.Size([8, 32])
     """
 
+    saves_episodes = True  # its state_dict holds the workers' envs and episodes (EnvState's)
+
     def __init__(self, *args: Any, fault_dir: str, **kwargs: Any) -> None:
         self.fault_dir = fault_dir
+        self.resume_note: str | None = None
         try:
             super().__init__(*args, **kwargs)
         except BaseException:  # a worker that failed to start: stop the others, then raise
@@ -134,6 +165,18 @@ class WorkerCollector(MultiSyncCollector):
                 how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                 return f"collector worker {i} died ({how})"
         return None
+
+    def load_state_dict(self, state_dict: OrderedDict) -> None:
+        """TorchRL's load on every worker; :attr:`resume_note` then says what was not restored
+        (None: every worker's episodes and generator, an exact resume)."""
+        super().load_state_dict(state_dict)
+        notes = []
+        for i in range(self.num_workers):
+            worker = state_dict[f"worker{i}"]
+            note = worker.get(EPISODES_NOTE, "") if EPISODES in worker else NO_EPISODES
+            if note and note not in notes:
+                notes.append(note)
+        self.resume_note = "; ".join(f"collector worker: {n}" for n in notes) or None
 
     def worker_pids(self) -> list[int]:
         """The workers' process ids (the run logs them: a test or an operator can check them)."""

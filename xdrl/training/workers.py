@@ -156,7 +156,10 @@ class WorkerCollector(MultiSyncCollector):
     def failure(self) -> str | None:
         """``collector worker <i> failed: <cause>`` for the first dead worker, None if none."""
         for i, proc in enumerate(getattr(self, "procs", ())):
-            code = None if proc._closed else proc.exitcode
+            try:
+                code = proc.exitcode
+            except ValueError:  # a process object TorchRL's check closed: it had exited
+                code = None
             written = Path(self.fault_dir) / _FAULT_FILE.format(i)
             if written.exists():
                 cause = written.read_text(encoding="utf-8").strip()

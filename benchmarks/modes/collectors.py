@@ -5,6 +5,8 @@ Two workloads, each contender on the same command but for the collector:
 - ``sleepy``: ``experiment=cartpole_ppo`` (8 envs x 32 steps, 20 full-batch epochs) on
   :mod:`xdrl.envs.testing`'s SleepyCartPole-v1, whose step waits 2 ms (a remote simulator's
   round trip): the workers' waits overlap, even on 2 cores.
+- ``cartpole``: the same on plain CartPole-v1 (4x the frames): a cheap env, where the in-process
+  path wins.
 - ``atari``: ``experiment=atari_ppo`` on Breakout (8 emulators), 2 torch threads for the learner,
   against SB3's PPO with RL-Zoo's Atari settings (``SubprocVecEnv`` off: its one-process
   ``DummyVecEnv``, as in the ``atari`` mode); skipped without ale-py or SB3's venv.
@@ -24,8 +26,8 @@ from benchmarks.report import check, fmt, row
 from benchmarks.runner import Options, Row, alternated, median
 
 WORKERS = (2, 4)
-SLEEPY = ["experiment=cartpole_ppo", "env.id=xdrl.envs.testing:SleepyCartPole-v1",
-          "eval=none", "logging=none", "num_threads=1"]  # fmt: skip
+CARTPOLE = ["experiment=cartpole_ppo", "eval=none", "logging=none", "num_threads=1"]
+SLEEPY = [*CARTPOLE, "env.id=xdrl.envs.testing:SleepyCartPole-v1"]
 
 
 def _collector(workers: int) -> list[str]:
@@ -52,6 +54,12 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
         out[f"sleepy_w{n}_fps"] = median(r[f"w{n}"] for r in sleepy_rows)
     for n in WORKERS:
         out[f"sleepy_w{n}_speedup"] = out[f"sleepy_w{n}_fps"] / out["sleepy_w1_fps"]
+    cartpole = [*CARTPOLE, f"total_frames={4 * frames}"]  # the same work, minus the 2 ms waits
+    cartpole_rows = [alternated(_contenders(cartpole, (1, 2), s), s, options.reps) for s in seeds]
+    out["cartpole_runs"] = cartpole_rows
+    for n in (1, 2):
+        out[f"cartpole_w{n}_fps"] = median(r[f"w{n}"] for r in cartpole_rows)
+    out["cartpole_w2_speedup"] = out["cartpole_w2_fps"] / out["cartpole_w1_fps"]
     if importlib.util.find_spec("ale_py") is not None and options.sb3_python.exists():
         out.update(_atari(options, seeds))
     return out
@@ -90,6 +98,16 @@ def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:
             check(targets, "sleepy_w4_speedup", a["sleepy_w4_speedup"]),
         )
     ]
+    out.append(
+        row(
+            f"CartPole PPO (the same, no waits, {4 * a['sleepy_frames']} frames) frames/s: "
+            "collector=single | workers=2",
+            fmt(a["cartpole_w1_fps"], 0),
+            fmt(a["cartpole_w2_fps"], 0),
+            fmt(a["cartpole_w2_speedup"]),
+            ("reference", None),
+        )
+    )
     if "atari_sb3_fps" in a:
         out.append(
             row(

@@ -27,7 +27,7 @@ from xdrl.training.build import Run, build_trainer
 from xdrl.training.checkpointing import BEST_SUMMARY_KEY, RunComplete, resumed_run_dir
 from xdrl.training.loggers import close_logger
 from xdrl.training.precision import autocast
-from xdrl.training.workers import WorkerFailed
+from xdrl.training.workers import WorkerFailed, stop_started_workers
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def _run(
     start = time.perf_counter()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
-        run_ = build_trainer(spec, interactive=interactive)
+        run_ = _build(spec, interactive)
     except RunComplete as done:
         return _already_complete(spec, done)
     trainer = run_.trainer
@@ -205,6 +205,18 @@ def _run(
     if eval_metrics:
         log.info("Final evaluation: %s", json.dumps(eval_metrics, sort_keys=True))
     return float(objective) if objective is not None else None
+
+
+def _build(spec: RunSpec, interactive: bool) -> Run:
+    """:func:`build_trainer`; a build that fails after starting collector workers (a refused
+    or failed restore, a logger that cannot start) stops them: no worker outlives it."""
+    try:
+        return build_trainer(spec, interactive=interactive)
+    except RunComplete:
+        raise
+    except BaseException:
+        stop_started_workers()
+        raise
 
 
 def _evaluate_and_train(spec: RunSpec, run_: Run, stop: _StopRequest, segment: _Segment) -> None:

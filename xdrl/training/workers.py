@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import tempfile
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -50,6 +51,16 @@ _FAULT_FILE = "worker-{}.txt"
 # A worker's state_dict entries beside TorchRL's (checkpoints written before them lack them).
 EPISODES, EPISODES_NOTE, RNG = "xdrl_episodes", "xdrl_episodes_note", "xdrl_torch_rng"
 NO_EPISODES = "the checkpoint holds no worker episodes (written before exact resume with workers)"
+
+
+_STARTED: weakref.WeakSet[WorkerCollector] = weakref.WeakSet()  # for stop_started_workers
+
+
+def stop_started_workers() -> None:
+    """Stop every worker collector this process started and has not stopped (a run whose build
+    failed after its workers started has no ``Run`` to close them)."""
+    for collector in list(_STARTED):
+        collector.shutdown(raise_on_error=False)
 
 
 class WorkerFailed(RuntimeError):
@@ -137,6 +148,7 @@ class WorkerCollector(MultiSyncCollector):
     def __init__(self, *args: Any, fault_dir: str, **kwargs: Any) -> None:
         self.fault_dir = fault_dir
         self.resume_note: str | None = None
+        _STARTED.add(self)
         try:
             super().__init__(*args, **kwargs)
         except BaseException:  # a worker that failed to start: stop the others, then raise
@@ -193,6 +205,7 @@ class WorkerCollector(MultiSyncCollector):
             super().shutdown(timeout=timeout, close_env=close_env, raise_on_error=raise_on_error)
         finally:
             shutil.rmtree(self.fault_dir, ignore_errors=True)
+            _STARTED.discard(self)
 
 
 def _worker_factory(factory: Callable[..., Any], *, num_envs: int, seed: int, device: str) -> Any:

@@ -18,8 +18,8 @@ What xdrl adds to TorchRL's collector, all of it process hygiene:
 - :class:`WorkerCollector` names a failed worker and its cause in one line
   (:class:`WorkerFailed`): the worker's collector (:class:`FaultReportingCollector`) writes the
   exception into a file before the worker exits, where TorchRL's parent only sees an exit code.
-- The run's torch thread count is kept (TorchRL lowers it by the worker count); each worker runs
-  1 thread.
+- The run's torch thread count is kept (TorchRL lowers it by the worker count at start and
+  raises it at shutdown); each worker runs 1 thread.
 """
 
 from __future__ import annotations
@@ -200,10 +200,14 @@ class WorkerCollector(MultiSyncCollector):
     def shutdown(
         self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
     ) -> None:
-        """Stop the workers (TorchRL's shutdown) and remove the fault folder; safe to call twice."""
+        """Stop the workers (TorchRL's shutdown) and remove the fault folder; safe to call twice.
+        The process keeps its torch thread count (TorchRL's shutdown would raise it by the
+        worker count)."""
+        threads = torch.get_num_threads()
         try:
             super().shutdown(timeout=timeout, close_env=close_env, raise_on_error=raise_on_error)
         finally:
+            torch.set_num_threads(threads)
             shutil.rmtree(self.fault_dir, ignore_errors=True)
             _STARTED.discard(self)
 

@@ -91,17 +91,17 @@ def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:
     out = [
         row(
             f"SleepyCartPole PPO (2 ms per step, 8 envs, {a['sleepy_frames']} frames) frames/s: "
-            "collector=single | workers=2 | workers=4",
+            "collector=single, workers=2, workers=4",
             fmt(a["sleepy_w1_fps"], 0),
-            f"{fmt(a['sleepy_w2_fps'], 0)} | {fmt(a['sleepy_w4_fps'], 0)}",
-            f"{fmt(a['sleepy_w2_speedup'])} | {fmt(a['sleepy_w4_speedup'])}",
+            f"{fmt(a['sleepy_w2_fps'], 0)}, {fmt(a['sleepy_w4_fps'], 0)}",
+            f"{fmt(a['sleepy_w2_speedup'])}, {fmt(a['sleepy_w4_speedup'])}",
             check(targets, "sleepy_w4_speedup", a["sleepy_w4_speedup"]),
         )
     ]
     out.append(
         row(
             f"CartPole PPO (the same, no waits, {4 * a['sleepy_frames']} frames) frames/s: "
-            "collector=single | workers=2",
+            "collector=single, workers=2",
             fmt(a["cartpole_w1_fps"], 0),
             fmt(a["cartpole_w2_fps"], 0),
             fmt(a["cartpole_w2_speedup"]),
@@ -111,10 +111,10 @@ def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:
     if "atari_sb3_fps" in a:
         out.append(
             row(
-                f"Atari PPO (Breakout, {a['atari_agent_steps']} agent steps) frames/s: SB3 | "
-                "xdrl single | xdrl workers=2",
+                f"Atari PPO (Breakout, {a['atari_agent_steps']} agent steps) frames/s: SB3; "
+                "xdrl single, workers=2",
                 fmt(a["atari_sb3_fps"], 0),
-                f"{fmt(a['atari_w1_fps'], 0)} | {fmt(a['atari_w2_fps'], 0)}",
+                f"{fmt(a['atari_w1_fps'], 0)}, {fmt(a['atari_w2_fps'], 0)}",
                 fmt(a["atari_best_ratio"]),
                 check(targets, "atari_best_ratio", a["atari_best_ratio"]),
             )

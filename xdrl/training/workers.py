@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -164,6 +165,30 @@ class WorkerCollector(MultiSyncCollector):
             if failed is None:
                 raise
             raise WorkerFailed(failed) from err
+
+    def update_policy_weights_(self, *args: Any, **kwargs: Any) -> None:
+        """TorchRL's weight push, watched: TorchRL 0.14.1 waits for every worker's
+        acknowledgment without a timeout, so a worker killed meanwhile hung the run (seen: a
+        SIGKILLed worker, the run blocked in ``SharedMemWeightSyncScheme._wait_for_ack``). The push
+        runs in a helper thread; this one checks the workers every second and raises
+        :class:`WorkerFailed` when one died (the helper, a daemon, is left blocked)."""
+        done, errors = threading.Event(), []
+
+        def push() -> None:
+            try:
+                MultiSyncCollector.update_policy_weights_(self, *args, **kwargs)
+            except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
+                errors.append(err)
+            finally:
+                done.set()
+
+        threading.Thread(target=push, name="xdrl-weight-push", daemon=True).start()
+        while not done.wait(1.0):
+            failed = self.failure()
+            if failed is not None:
+                raise WorkerFailed(failed)
+        if errors:
+            raise errors[0]
 
     def failure(self) -> str | None:
         """``collector worker <i> failed: <cause>`` for the first dead worker, None if none."""

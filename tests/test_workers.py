@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -161,11 +162,11 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("sig", "to_group"),
-    [(signal.SIGINT, True), (signal.SIGKILL, False)],
-    ids=["ctrl-c-to-the-process-group", "sigkill-to-the-run-only"],
+    ("sig", "target"),
+    [(signal.SIGINT, "group"), (signal.SIGKILL, "run"), (signal.SIGKILL, "worker")],
+    ids=["ctrl-c-to-the-process-group", "sigkill-to-the-run-only", "sigkill-to-the-worker"],
 )
-def test_no_worker_outlives_the_run(tmp_path: Path, sig: signal.Signals, to_group: bool) -> None:
+def test_no_worker_outlives_the_run(tmp_path: Path, sig: signal.Signals, target: str) -> None:
     run_dir = tmp_path / "run"
     one_worker = ["collector=multiprocess", "collector.workers=1"]  # each start costs seconds
     args = [*RUN, *one_worker, "total_frames=1000000", f"run_dir={run_dir}"]
@@ -175,10 +176,10 @@ def test_no_worker_outlives_the_run(tmp_path: Path, sig: signal.Signals, to_grou
         wait_for(lambda: any((run_dir / "logs").rglob("total_frames.csv")), proc)
         pids = _worker_pids(run_dir)
         assert len(pids) == 1 and not any(map(_gone, pids))
-        if to_group:  # as a terminal's Ctrl-C: the run and its workers get it
+        if target == "group":  # as a terminal's Ctrl-C: the run and its workers get it
             os.killpg(proc.pid, sig)
         else:
-            os.kill(proc.pid, sig)
+            os.kill(proc.pid if target == "run" else pids[0], sig)
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
@@ -189,6 +190,14 @@ def test_no_worker_outlives_the_run(tmp_path: Path, sig: signal.Signals, to_grou
         assert summary["status"] == "interrupted"
         assert (run_dir / "checkpoints" / f"checkpoint-{summary['total_frames']:012d}").is_dir()
         assert all(map(_gone, pids))
+    elif target == "worker":  # the run fails with one line, whatever it was doing
+        assert proc.returncode == 1
+        assert proc.stderr is not None
+        assert proc.stderr.read().splitlines()[-1] == (
+            "xdrl-train: error: collector worker 0 died (killed by SIGKILL); run the same "
+            "command to resume from the last checkpoint"
+        )
+        assert read_summary(run_dir)["status"] == "failed"
     else:  # the kernel kills the worker as the run dies (PR_SET_PDEATHSIG)
         _wait(lambda: all(map(_gone, pids)))
 
@@ -199,3 +208,36 @@ def _wait(predicate: Callable[[], bool]) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "a worker still alive 60 s after the run died"
         time.sleep(0.05)
+
+
+def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() -> None:
+    """A checkpoint's collector state, loaded into a freshly started worker, continues its
+    episodes and generator: the next batch is the one the first worker collected next."""
+    from tensordict import assert_close
+
+    from xdrl.algorithms.ppo import build
+    from xdrl.envs.factory import make_env
+    from xdrl.training.workers import build_worker_collector
+
+    factory = partial(make_env, "CartPole-v1", batching="vector")
+    parts = build(factory(num_envs=2, seed=0), frames_per_batch=32, minibatch_size=32)
+    kwargs = dict(workers=1, num_envs=2, seed=0, frames_per_batch=32, total_frames=32 * 10,
+                  init_random_frames=0, device="cpu")  # fmt: skip
+    first = build_worker_collector(factory, parts.policy, **kwargs)
+    try:
+        batches = iter(first)
+        for _ in range(3):  # 16 steps per env each: episodes run across the saved boundary
+            next(batches)
+        state = first.state_dict()
+        expected = next(batches)
+    finally:
+        first.shutdown()
+    second = build_worker_collector(factory, parts.policy, **kwargs)
+    try:
+        second.load_state_dict(state)
+        assert second.resume_note is None
+        got = next(iter(second))
+    finally:
+        second.shutdown()
+    assert bool((expected["step_count"][:, 0] > 0).any())  # mid-episode at the boundary
+    assert_close(got.exclude("collector"), expected.exclude("collector"))

@@ -31,6 +31,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -161,7 +162,7 @@ class WorkerCollector(MultiSyncCollector):
         try:
             yield from super().iterator()
         except Exception as err:  # TorchRL's dead-worker check: RuntimeError, or ValueError
-            failed = self.failure()  # from closing a worker that ignores SIGTERM
+            failed = self.failure(wait_s=5.0)  # from closing a worker that ignores SIGTERM
             if failed is None:
                 raise
             raise WorkerFailed(failed) from err
@@ -190,8 +191,29 @@ class WorkerCollector(MultiSyncCollector):
         if errors:
             raise errors[0]
 
-    def failure(self) -> str | None:
-        """``collector worker <i> failed: <cause>`` for the first dead worker, None if none."""
+    def state_dict(self) -> OrderedDict:
+        """TorchRL's ``state_dict`` (asked of every worker, for a checkpoint); a worker that
+        died meanwhile raises :class:`WorkerFailed`, not the pipe's error."""
+        try:
+            return super().state_dict()
+        except Exception as err:
+            failed = self.failure(wait_s=5.0)
+            if failed is None:
+                raise
+            raise WorkerFailed(failed) from err
+
+    def failure(self, wait_s: float = 0.0) -> str | None:
+        """``collector worker <i> failed: <cause>`` for the first dead worker, None if none;
+        ``wait_s``: how long to wait for a worker to exit (a broken pipe comes before the
+        exit status)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            failed = self._first_failure()
+            if failed is not None or time.monotonic() >= deadline:
+                return failed
+            time.sleep(0.05)
+
+    def _first_failure(self) -> str | None:
         for i, proc in enumerate(getattr(self, "procs", ())):
             try:
                 code = proc.exitcode

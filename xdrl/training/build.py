@@ -18,6 +18,7 @@ from torchrl.envs.utils import ExplorationType
 from torchrl.trainers import LRSchedulerHook, Trainer
 
 from xdrl.algorithms.common import AlgorithmParts
+from xdrl.algorithms.recurrent import recurrent_primers
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.config.check import check_config
 from xdrl.config.errors import ConfigError, first_line
@@ -178,6 +179,16 @@ def _sweep_group() -> str | None:
     return "/".join(hydra_cfg.sweep.dir.rstrip("/").split("/")[-2:])
 
 
+def add_recurrent_state(env: Any, policy: Any) -> Any:
+    """``env`` with the primers that hold ``policy``'s hidden states (zeros at each reset) when
+    it holds an LSTM or GRU cell; unchanged otherwise. The primers keep such an env off xdrl's
+    lean collector and rollouts (:func:`~xdrl.lean.collector.fits`): TorchRL's carry the state."""
+    primers = recurrent_primers(policy)
+    if primers is not None:
+        env.append_transform(primers)
+    return env
+
+
 def build_collector(
     env: Any,
     parts: AlgorithmParts,
@@ -228,15 +239,10 @@ def build_evaluation(
     ``seed``."""
     if not ev.enabled:
         return None
-    eval_env = fast_rollouts(
-        env_factory(
-            num_envs=ev.episodes,
-            seed=seed,
-            device=device,
-            render=ev.render,
-            evaluation=True,
-        )
+    env = env_factory(
+        num_envs=ev.episodes, seed=seed, device=device, render=ev.render, evaluation=True
     )
+    eval_env = fast_rollouts(add_recurrent_state(env, parts.eval_policy))
     envs.append(eval_env)
     return LoggingEvaluationHookSet(
         policy=parts.eval_policy,
@@ -310,6 +316,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         total_frames=spec.total_frames,
         frame_skip=spec.frame_skip,
     )
+    add_recurrent_state(train_env, parts.policy)
 
     # Collector
     collector = build_collector(

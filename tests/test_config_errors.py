@@ -138,6 +138,16 @@ BAD_VALUES = [
     ("algorithm.build.encoder=resnet", "algorithm.build.encoder"),
     ("env=atari algorithm.build.encoder=mlp", "algorithm.build.encoder"),
     ("env.frame_stack=4", "env.frame_stack"),  # a frame stack on vector observations
+    # memory (issue 36): recurrent policies and masked observations
+    ("algorithm=dqn +algorithm.build.recurrent=lstm", "algorithm.build.recurrent"),
+    ("algorithm=sac env=pendulum +algorithm.build.recurrent=gru", "algorithm.build.recurrent"),
+    ("algorithm=td3 env=pendulum +algorithm.build.recurrent=lstm", "algorithm.build.recurrent"),
+    ("algorithm.build.recurrent=rnn", "algorithm.build.recurrent"),
+    ("algorithm.build.recurrent_hidden=0", "algorithm.build.recurrent_hidden"),
+    ("algorithm.build.recurrent=lstm", "algorithm.build.minibatch_size"),  # 64: not whole rows
+    ("env.mask_observations=[1,4]", "env.mask_observations"),  # CartPole has 4 entries
+    ("env.mask_observations=[-1]", "env.mask_observations"),
+    ("env=atari env.mask_observations=[1]", "env.mask_observations"),
     ("env.frame_stack=0", "env.frame_stack"),
     ("env=atari env.id=CartPole-v1", "env.id"),
     ("env=atari env.id=ALE/Pongg-v5", "env.id"),

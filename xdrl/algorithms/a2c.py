@@ -6,7 +6,7 @@ from torchrl.objectives import A2CLoss
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
-from xdrl.algorithms.recurrent import Cell, RecurrentLoss
+from xdrl.algorithms.recurrent import RecurrentLoss
 from xdrl.config.types import (
     Activation,
     Cells,
@@ -15,6 +15,7 @@ from xdrl.config.types import (
     Fraction,
     NonNegativeFloat,
     PositiveInt,
+    RecurrentCell,
 )
 
 
@@ -33,7 +34,7 @@ def build(
     lmbda: Fraction = 1.0,
     epochs: PositiveInt = 1,
     minibatch_size: PositiveInt | None = None,
-    recurrent: Cell | None = None,
+    recurrent: RecurrentCell | None = None,
     recurrent_hidden: PositiveInt = 64,
     recurrent_critic: bool = False,
 ) -> AlgorithmParts:

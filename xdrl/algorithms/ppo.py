@@ -10,7 +10,7 @@ from torchrl.trainers import Trainer, TrainerHookBase
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
-from xdrl.algorithms.recurrent import Cell, RecurrentLoss
+from xdrl.algorithms.recurrent import RecurrentLoss
 from xdrl.config.types import (
     Activation,
     Cells,
@@ -20,6 +20,7 @@ from xdrl.config.types import (
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
+    RecurrentCell,
 )
 from xdrl.lean.ppo_loss import LeanClipPPOLoss
 
@@ -44,7 +45,7 @@ def build(
     advantage_every_epoch: bool = False,
     reward_scale: PositiveFloat = 1.0,
     clip_schedule: Literal["constant", "linear"] = "constant",
-    recurrent: Cell | None = None,
+    recurrent: RecurrentCell | None = None,
     recurrent_hidden: PositiveInt = 64,
     recurrent_critic: bool = False,
 ) -> AlgorithmParts:

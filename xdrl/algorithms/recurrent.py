@@ -24,7 +24,7 @@ that the primer carries through the TensorDicts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase
@@ -43,11 +43,12 @@ from torchrl.modules.utils import get_primers_from_module
 from torchrl.objectives.value import GAE
 
 from xdrl.algorithms.common import is_discrete, observation_dim, orthogonal_init
-from xdrl.algorithms.encoders import FEATURES, Head, NatureCNN
+from xdrl.algorithms.encoders import FEATURES, Head
 from xdrl.config.errors import ConfigError
+from xdrl.config.types import RecurrentCell
 from xdrl.lean.gae import advantages
 
-Cell = Literal["lstm", "gru"]
+Cell = RecurrentCell
 RECURRENT_MODULES = (LSTMModule, GRUModule)
 
 
@@ -171,10 +172,34 @@ def recurrent_primers(module: Any) -> TensorDictPrimer | Compose | None:
     return get_primers_from_module(module, warn=False)
 
 
+def state_keys(module: nn.Module) -> list[str]:
+    """The hidden state entries that ``module``'s cells read."""
+    cells = [m for m in module.modules() if isinstance(m, RECURRENT_MODULES)]
+    return [key for cell in cells for key in cell.in_keys[1:] if key != "is_init"]
+
+
+def zero_at_starts(tensordict: TensorDictBase, keys: Sequence[str]) -> TensorDictBase:
+    """A shallow copy of ``tensordict`` whose states ``keys`` are zero where ``is_init`` is set.
+
+    Why: in recurrent mode TorchRL's cells start each episode from the state stored at its first
+    step and zero nothing; the primer stores zeros there, and this makes a batch that holds
+    anything else (a hand-built one, a stale state) train as the collection ran (the step mode
+    zeroes the state at ``is_init``)."""
+    out = tensordict.clone(False)
+    is_init = out.get("is_init")
+    for key in keys:
+        if key in out.keys():
+            state = out.get(key)
+            start = is_init.reshape(*is_init.shape[:-1], *([1] * (state.ndim - is_init.ndim + 1)))
+            out.set(key, state.masked_fill(start, 0.0))
+    return out
+
+
 class RecurrentLoss:
     """Mixin for a TorchRL loss whose networks hold a cell: ``forward`` runs in recurrent mode
     (``set_recurrent_mode(True)``), so each ``[envs, steps]`` minibatch is read as sequences,
-    cut at ``is_init`` and started from the stored states. Diagnostics that TorchRL reduces
+    cut at ``is_init`` and started from the stored states (zero at ``is_init``:
+    :func:`zero_at_starts`). Diagnostics that TorchRL reduces
     over the first batch dimension only (``ESS``, ``explained_variance``: one value per time
     step of a 2-D batch) are averaged to one number, which xdrl's loggers keep.
 
@@ -183,8 +208,9 @@ class RecurrentLoss:
     """
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        keys = state_keys(self)  # type: ignore[arg-type]
         with set_recurrent_mode(True):
-            out = super().forward(tensordict)  # type: ignore[misc]
+            out = super().forward(zero_at_starts(tensordict, keys))  # type: ignore[misc]
         for key, value in list(out.items()):
             if value.ndim:
                 out.set(key, value.float().mean())
@@ -227,7 +253,7 @@ class EnvRows:
         batch = self._batch
         assert batch is not None, "EnvRows.sample before extend"
         envs = int(batch.batch_size[0])
-        if self.rows >= envs:
+        if batch.ndim < 2 or self.rows >= envs:  # one env (a 1-D batch) or every row
             return batch
         if self._next == 0 or self._order is None:
             self._order = torch.randperm(envs)
@@ -275,11 +301,12 @@ class RecurrentGAE:
         self.critic = critic
         self.gae = gae
         self.value_key = value_key
-        cell = next(m for m in critic.modules() if isinstance(m, RECURRENT_MODULES))
-        self.state_keys = [k for k in cell.in_keys[1:] if k != "is_init"]
+        self.state_keys = state_keys(critic)
 
     def __call__(self, batch: TensorDictBase) -> TensorDictBase:
-        root = batch.select("observation", "is_init", *self.state_keys)
+        root = zero_at_starts(
+            batch.select("observation", "is_init", *self.state_keys), self.state_keys
+        )
         with torch.no_grad():
             with set_recurrent_mode(True):
                 out = self.critic(root)

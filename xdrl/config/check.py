@@ -53,6 +53,7 @@ from xdrl.config.spec import RunSpec
 from xdrl.config.types import Fraction, NonNegativeFloat, PositiveFloat
 from xdrl.envs.atari import check_atari, is_atari_id
 from xdrl.envs.factory import check_env, is_image_shape
+from xdrl.envs.masking import check_mask
 
 ATARI_FACTORY = "xdrl.envs.atari.make_atari_env"
 
@@ -126,6 +127,7 @@ def check_config(cfg: DictConfig) -> RunSpec:
     """
     for key in _missing(cfg):
         raise ConfigError(key, f"required but not set (???); set {key}=<value>")
+    _check_recurrent(cfg)  # before the keys: a builder without the key gets a clearer line
     for group in SETTINGS:
         _check_group(cfg, group, _settings_schema(cfg, group), closed=True)
     _check_group(cfg, "algorithm.optimizer", OPTIMIZER_KEYS, closed=False)
@@ -144,6 +146,7 @@ def check_config(cfg: DictConfig) -> RunSpec:
     )
     _check_target(cfg, "algorithm.build")
     _check_observations(cfg, shape)
+    _check_mask(cfg, shape)
     _check_target(cfg, "pareto")  # hydra_plugins.xdrl_pareto.settings.pareto_settings
     _check_sizes(cfg)
     _check_budget(cfg)
@@ -491,6 +494,29 @@ def _check_observations(cfg: DictConfig, shape: tuple[int, ...]) -> None:
         )
 
 
+def _check_mask(cfg: DictConfig, shape: tuple[int, ...]) -> None:
+    """``env.mask_observations`` names entries of a vector observation."""
+    mask = _value(cfg, "env.mask_observations") if "mask_observations" in cfg.env else None
+    if mask:
+        check_mask(mask, shape, str(cfg.env.id))
+
+
+def _check_recurrent(cfg: DictConfig) -> None:
+    """``algorithm.build.recurrent`` only for builders that take it (PPO, A2C)."""
+    build = cfg.algorithm.build
+    if "recurrent" not in build or _value(cfg, "algorithm.build.recurrent") is None:
+        return
+    read = read_signature(str(build._target_))
+    if read is None or "recurrent" in read[0]:
+        return
+    name = str(build._target_).rsplit(".", 2)[-2]
+    raise ConfigError(
+        "algorithm.build.recurrent",
+        f"{name} does not support recurrent policies yet (ppo and a2c do); use "
+        "algorithm=ppo or a2c, or remove the key",
+    )
+
+
 def _check_sizes(cfg: DictConfig) -> None:
     num_envs = cfg.env.num_envs
     if cfg.frames_per_batch % num_envs:
@@ -499,12 +525,32 @@ def _check_sizes(cfg: DictConfig) -> None:
             f"{cfg.frames_per_batch} is not a multiple of env.num_envs={num_envs}; "
             f"set e.g. frames_per_batch={max(1, cfg.frames_per_batch // num_envs) * num_envs}",
         )
+    _check_rows(cfg)
     if cfg.eval.enabled and not (cfg.eval.deterministic or cfg.eval.stochastic):
         raise ConfigError(
             "eval.deterministic",
             "eval.deterministic and eval.stochastic are both false, so nothing is evaluated; "
             "set one of them true, or eval=none",
         )
+
+
+def _check_rows(cfg: DictConfig) -> None:
+    """A recurrent policy's minibatches are whole env rows (``xdrl.algorithms.recurrent``)."""
+    build = cfg.algorithm.build
+    if "recurrent" not in build or _value(cfg, "algorithm.build.recurrent") is None:
+        return
+    key = "algorithm.build.minibatch_size"
+    minibatch = _value(cfg, key) if "minibatch_size" in build else None
+    steps = cfg.frames_per_batch // cfg.env.num_envs
+    if minibatch is None or (minibatch % steps == 0 and cfg.frames_per_batch % minibatch == 0):
+        return
+    raise ConfigError(
+        key,
+        f"{minibatch} must be a whole number of env rows ({steps} steps each: frames_per_batch="
+        f"{cfg.frames_per_batch} over env.num_envs={cfg.env.num_envs}) dividing "
+        f"frames_per_batch; recurrent policies train on whole rows, e.g. {key}="
+        f"{cfg.frames_per_batch}",
+    )
 
 
 def _check_budget(cfg: DictConfig) -> None:

@@ -24,7 +24,7 @@ from xdrl.config.check import check_config
 from xdrl.config.errors import ConfigError, first_line
 from xdrl.config.settings import EvalSettings
 from xdrl.config.spec import RunSpec
-from xdrl.envs.factory import reward_weights_of
+from xdrl.envs.factory import quiet_vecnorm_note, reward_weights_of
 from xdrl.lean.collector import VectorCollector, fast_rollouts, fits
 from xdrl.lean.trainer import XdrlTrainer
 from xdrl.trainer_hooks.evaluation_history import EvaluationHistory
@@ -185,7 +185,8 @@ def add_recurrent_state(env: Any, policy: Any) -> Any:
     lean collector and rollouts (:func:`~xdrl.lean.collector.fits`): TorchRL's carry the state."""
     primers = recurrent_primers(policy)
     if primers is not None:
-        env.append_transform(primers)
+        with quiet_vecnorm_note():  # re-attaching a VecNormV2 repeats its note
+            env.append_transform(primers)
     return env
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -32,6 +33,9 @@ from xdrl.algorithms.recurrent import (
 from xdrl.config.errors import ConfigError
 from xdrl.envs.factory import make_env
 from xdrl.envs.masking import check_mask
+from xdrl.policy.evaluate import evaluate
+from xdrl.policy.export import ExportError, export_policy
+from xdrl.policy.loading import load_run
 from xdrl.training.build import add_recurrent_state
 
 # Masked observations
@@ -240,3 +244,16 @@ def test_recurrent_run_trains_and_evaluates(overrides: list[str], tmp_path: Path
     metrics = summary["eval"]
     for mode in ("deterministic", "stochastic"):
         assert metrics[f"eval/{mode}/reward/episode_reward_mean"] > 0
+
+    # xdrl-eval's path plays it with the state carried; one-step calls and export refuse it
+    policy = load_run(tmp_path / "run", "last", num_envs=3)
+    try:
+        record = evaluate(policy, max_steps=20)
+        assert record["episodes"] == 3 and all(0 < n <= 20 for n in record["lengths"])
+        with pytest.raises(ConfigError, match="recurrent"):
+            policy(np.zeros(4, dtype=np.float32))
+        with pytest.raises(ExportError, match="recurrent"):
+            export_policy(policy, "onnx", tmp_path / "policy.onnx")
+    finally:
+        policy.close()
+    assert not (tmp_path / "policy.onnx").exists()

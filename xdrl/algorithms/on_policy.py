@@ -368,7 +368,7 @@ def recurrent_parts(
     with the critic run over sequences when it is recurrent (:class:`RecurrentGAE`), and a
     collection policy that runs a recurrent critic beside the actor, so the env carries and the
     batch stores its state too."""
-    rows = env_rows(frames_per_batch, num_envs, minibatch_size, "algorithm.build.minibatch_size")
+    rows = env_rows(frames_per_batch, num_envs, minibatch_size)
     gae = _stateless_gae(loss)
     value_hook: Any
     if is_recurrent(critic):

@@ -44,7 +44,6 @@ from torchrl.objectives.value import GAE
 
 from xdrl.algorithms.common import is_discrete, observation_dim, orthogonal_init
 from xdrl.algorithms.encoders import FEATURES, Head
-from xdrl.config.errors import ConfigError
 from xdrl.config.types import RecurrentCell
 from xdrl.lean.gae import advantages
 
@@ -262,20 +261,12 @@ class EnvRows:
         return batch[rows]
 
 
-def env_rows(frames_per_batch: int, num_envs: int, minibatch_size: int, key: str) -> EnvRows:
-    """:class:`EnvRows` for a minibatch of ``minibatch_size`` frames: a one-line error unless it
-    is a whole number of env rows (``frames_per_batch // num_envs`` steps each) dividing the
-    batch."""
-    steps = frames_per_batch // num_envs
-    if minibatch_size % steps or frames_per_batch % minibatch_size:
-        raise ConfigError(
-            key,
-            f"{minibatch_size} must be a whole number of env rows ({steps} steps each: "
-            f"frames_per_batch={frames_per_batch} over {num_envs} envs) dividing "
-            f"frames_per_batch; recurrent policies train on whole rows, e.g. "
-            f"{key}={frames_per_batch}",
-        )
-    return EnvRows(minibatch_size // steps)
+def env_rows(frames_per_batch: int, num_envs: int, minibatch_size: int) -> EnvRows:
+    """:class:`EnvRows` for minibatches of ``minibatch_size`` frames: that many frames' worth of
+    whole env rows (at least one). A training config is checked to be whole rows dividing the
+    batch before anything runs (``xdrl.config.check``); a run rebuilt for evaluation with
+    another number of envs gets the nearest count."""
+    return EnvRows(max(1, round(minibatch_size * num_envs / frames_per_batch)))
 
 
 class RecurrentGAE:

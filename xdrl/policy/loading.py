@@ -37,13 +37,18 @@ from xdrl.policy.run_dir import (
     saved_config,
 )
 from xdrl.trainer_hooks.observation_norm import observation_norm
-from xdrl.training.build import build_algorithm
+from xdrl.training.build import add_recurrent_state, build_algorithm
 from xdrl.training.checkpointing import CorruptCheckpoint, VerifiedCheckpoint
 
 POLICY_COMPONENT = "policy"
 COLLECTOR_COMPONENT = "collector"
 # Loss attributes TorchRL's Trainer saves as the "policy" component (Trainer._checkpoint_policy).
 _POLICY_ATTRIBUTES = ("actor_network", "value_network", "local_value_network")
+RECURRENT_CALL = (
+    "this run's policy is recurrent (LSTM/GRU): it needs its hidden state carried from step to "
+    "step, which calling it on one observation (and exporting it) does not do yet; evaluate it "
+    "with xdrl-eval"
+)
 
 
 class _EnvState:
@@ -176,6 +181,9 @@ class LoadedPolicy:
         deterministic_module: the deterministic policy as one module (what is exported).
         obs_shape: the shape of one observation as ``env.step`` returns it.
         obs_dtype: its dtype (observations are cast to it first).
+        recurrent: the policy holds an LSTM or GRU cell (``algorithm.build.recurrent``): its
+            env carries the hidden state (``xdrl-eval`` plays it), but a call on a bare
+            observation, which has no state to carry, is refused.
 
     Example:
         >>> policy = load_policy("outputs/2026-11-24/10-00-00_ppo_cartpole")
@@ -192,10 +200,14 @@ class LoadedPolicy:
     deterministic_module: DeterministicPolicy = field(repr=False)
     obs_shape: tuple[int, ...] = ()
     obs_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
+    recurrent: bool = False
 
     @torch.no_grad()
     def __call__(self, observation: Any, deterministic: bool = True) -> np.ndarray:
         from tensordict import TensorDict
+
+        if self.recurrent:
+            raise ConfigError("algorithm.build.recurrent", RECURRENT_CALL)
 
         obs = torch.as_tensor(np.asarray(observation, dtype=self.obs_dtype))
         single = obs.dim() == len(self.obs_shape)
@@ -247,6 +259,7 @@ def load_run(
     env = make_env(config, num_envs=num_envs, seed=env_seed, render=render)
     try:
         parts = _build_algorithm(config, env)
+        recurrent = add_recurrent_state(env, parts.eval_policy) is not None
         _load(path, folder, parts, env)
         gym_env, one_hot, owner = policy_input_env(env, config)
         space = gym_env.observation_space
@@ -278,6 +291,7 @@ def load_run(
         ).eval(),
         obs_shape=tuple(int(n) for n in space.shape),
         obs_dtype=np.dtype(space.dtype),
+        recurrent=recurrent,
     )
 
 

@@ -180,14 +180,15 @@ def _sweep_group() -> str | None:
 
 
 def add_recurrent_state(env: Any, policy: Any) -> Any:
-    """``env`` with the primers that hold ``policy``'s hidden states (zeros at each reset) when
-    it holds an LSTM or GRU cell; unchanged otherwise. The primers keep such an env off xdrl's
-    lean collector and rollouts (:func:`~xdrl.lean.collector.fits`): TorchRL's carry the state."""
+    """Append to ``env`` the primers that hold ``policy``'s hidden states (zeros at each reset)
+    when it holds an LSTM or GRU cell, and return them (None: no cell, ``env`` unchanged). The
+    primers keep such an env off xdrl's lean collector and rollouts
+    (:func:`~xdrl.lean.collector.fits`): TorchRL's carry the state."""
     primers = recurrent_primers(policy)
     if primers is not None:
         with quiet_vecnorm_note():  # re-attaching a VecNormV2 repeats its note
             env.append_transform(primers)
-    return env
+    return primers
 
 
 def build_collector(
@@ -243,7 +244,8 @@ def build_evaluation(
     env = env_factory(
         num_envs=ev.episodes, seed=seed, device=device, render=ev.render, evaluation=True
     )
-    eval_env = fast_rollouts(add_recurrent_state(env, parts.eval_policy))
+    add_recurrent_state(env, parts.eval_policy)
+    eval_env = fast_rollouts(env)
     envs.append(eval_env)
     return LoggingEvaluationHookSet(
         policy=parts.eval_policy,

@@ -37,6 +37,7 @@ from xdrl.policy.evaluate import evaluate
 from xdrl.policy.export import ExportError, export_policy
 from xdrl.policy.loading import load_run
 from xdrl.training.build import add_recurrent_state
+from xdrl.training.env_state import EnvState
 
 # Masked observations
 
@@ -257,3 +258,42 @@ def test_recurrent_run_trains_and_evaluates(overrides: list[str], tmp_path: Path
     finally:
         policy.close()
     assert not (tmp_path / "policy.onnx").exists()
+
+
+# Resume mid-episode: the hidden states travel with the collector's episodes in progress
+
+
+def _recurrent_collector(seed: int) -> tuple[Any, Any, Collector]:
+    env = make_env("CartPole-v1", num_envs=3, batching="vector", seed=seed)
+    torch.manual_seed(0)
+    actor = recurrent_actor(env, [8], activation_class("tanh"), "cpu", cell="gru", hidden=8)
+    add_recurrent_state(env, actor)
+    collector = Collector(
+        env, actor, frames_per_batch=30, total_frames=300, track_traj_ids=False,
+        exploration_type=ExplorationType.RANDOM,
+    )  # fmt: skip
+    return env, actor, collector
+
+
+def test_resume_mid_episode_continues_with_the_saved_hidden_state() -> None:
+    env, actor, collector = _recurrent_collector(seed=1)
+    batches = iter(collector)
+    for _ in range(2):  # 20 steps per sub-env: CartPole's first episodes are mid-way
+        next(batches)
+    saved = EnvState(env, collector).state_dict()
+    rng = torch.get_rng_state()
+    expected = next(batches)
+
+    other_env, other_actor, other = _recurrent_collector(seed=99)
+    other_actor.load_state_dict(actor.state_dict())
+    state = EnvState(other_env, other)
+    state.load_state_dict(saved)
+    assert state.approximate is None and state.train_restored
+    torch.set_rng_state(rng)
+    got = next(iter(other))
+    carried = ~got["is_init"][:, 0, 0]
+    assert carried.any() and got["actor_h"][carried, 0].abs().sum() > 0  # a state, not zeros
+    for key in expected.keys(True, True):
+        assert torch.equal(got[key], expected[key]), key
+    collector.shutdown()
+    other.shutdown()

@@ -11,6 +11,7 @@ from benchmarks.modes import (
     hook_overhead,
     off_policy,
     ppo_throughput,
+    recurrent,
     scale,
     startup,
     time_to_475,
@@ -34,4 +35,5 @@ MODES: dict[str, Mode] = {
     "halfcheetah": _off_policy("halfcheetah"),
     "startup": Mode(startup.run, startup.rows, needs_sb3=False),
     "atari": Mode(atari.run, atari.rows),
+    "recurrent": Mode(recurrent.run, recurrent.rows),
 }

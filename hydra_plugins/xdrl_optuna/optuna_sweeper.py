@@ -26,10 +26,12 @@ Loaded by Hydra at start-up: Optuna is imported only when the sweep starts.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -225,7 +227,7 @@ class OptunaSweeper(Sweeper):
         self.params = dict(params or {})
         self.seeds_per_trial = seeds_per_trial
         self.aggregate = aggregate
-        self.pruner = pruner
+        self.pruner = _built(pruner)
         self.recheck = {"top": 0, "seeds": 10, "first_seed": 1000, **(recheck or {})}
         self.config: DictConfig | None = None
         self.launcher: Any = None
@@ -443,6 +445,19 @@ class OptunaSweeper(Sweeper):
             for trial, ret in zip(group, returns, strict=True):
                 _tell(study, trial, ret)
         _write_results(study, sweep_dir)
+
+
+def _built(pruner: Any) -> Any:
+    """The pruner, built here when its config says ``_partial_: true``: Optuna's
+    ``ExperimentalWarning`` for ``WilcoxonPruner`` would otherwise print three lines on stderr
+    at every start (the pruner's config file says it is experimental)."""
+    if not isinstance(pruner, functools.partial):
+        return pruner
+    from optuna.exceptions import ExperimentalWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        return pruner()
 
 
 def _ask_unmeasured(study: Any, space: dict[str, Any], size: int) -> list[Any]:

@@ -98,21 +98,20 @@ def run_seeded(
         jobs = [(t, s) for t, missing in todo for s in (missing[:1] if prune else missing)]
         if not jobs:
             break
-        returns = launch(jobs)
-        stopped: set[int] = set()
-        for (trial, seed), ret in zip(jobs, returns, strict=True):
-            kind, result = outcome(ret)
-            if trial.number in stopped:
-                continue
+        outcomes = [(t, s, *outcome(ret)) for (t, s), ret in zip(jobs, launch(jobs), strict=True)]
+        for trial, seed, kind, result in outcomes:  # every finished seed is kept
             if kind == "value":
                 _record(trial, seed, result)
-            elif kind == "interrupted":
+        stopped: set[int] = set()
+        for trial, seed, kind, result in outcomes:
+            if kind == "value" or trial.number in stopped:
+                continue
+            stopped.add(trial.number)
+            if kind == "interrupted":
                 log.info("Trial %d seed %d was %s: the same command continues it", trial.number,
                          seed, result)  # fmt: skip
-                stopped.add(trial.number)
             else:
                 _fail(study, trial, f"seed {seed}: {result}")
-                stopped.add(trial.number)
         active = [t for t in active if t.number not in stopped]
         for trial in list(active):
             if _finish(study, trial, seeds, aggregate_name, prune):

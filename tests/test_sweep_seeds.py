@@ -263,6 +263,7 @@ def test_the_recheck_runs_the_best_trial_on_test_seeds_and_its_preset_reproduces
     assert row["trial"] == best and row["search_value"] == pytest.approx(values[best])
     assert row["recheck_value"] == pytest.approx(sum(test_scores) / 2)
     assert f"| {best} |" in (sweep_dir / "recheck.md").read_text()
+    assert (sweep_dir / "recheck.md").read_text() in result.stdout  # under the sweep table
 
     # The preset runs as an experiment and, on test seed 1000, scores what the re-check did.
     preset = Path(results["recommended"]["preset"])

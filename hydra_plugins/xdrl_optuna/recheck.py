@@ -28,12 +28,12 @@ from omegaconf import DictConfig, OmegaConf
 from hydra_plugins.xdrl_optuna.seeded import outcome
 from hydra_plugins.xdrl_optuna.seeds import INTERVAL_ATTR, aggregate, interval, recheck_seeds
 from xdrl.run.layout import write_atomically
+from xdrl.sweep.summary import RECHECK_TABLE  # the sweep table prints it
 
 log = logging.getLogger(__name__)
 
 RECHECK_DIR = "recheck"  # under the sweep dir: one folder per (trial, test seed)
 RECHECK_ATTR = "recheck"  # study user attribute: {trial number: {seed: value}}
-RECHECK_TABLE = "recheck.md"  # under the sweep dir: search value vs re-check value
 PRESETS_DIR = "presets"  # under the sweep dir: a config dir (--config-dir) holding experiment/
 # Keys a preset leaves out: per run (seed, paths), or not part of what was measured.
 PRESET_SKIP = ("seed", "run_dir", "exp_name", "resume", "logging", "checkpoint", "num_threads")

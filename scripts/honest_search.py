@@ -7,6 +7,7 @@ Usage:
     python scripts/honest_search.py run single --out bench/honest
     python scripts/honest_search.py run wilcoxon --out bench/honest
     python scripts/honest_search.py table --out bench/honest          # the Markdown table
+    python scripts/honest_search.py plot --out bench/honest --png docs/reports/honest-search.png
 
 Each arm is ``xdrl-train -m experiment=cartpole_ppo hparams_search=ppo_cartpole_seeds`` with the
 arm's overrides, in ``<out>/<arm>``; the table reads what the sweeps wrote
@@ -110,15 +111,44 @@ def table(out: Path) -> str:
     return "\n".join(lines)
 
 
+def plot(out: Path, png: Path) -> None:
+    """Search value against re-check value of every re-checked trial, one colour per arm: a
+    point below the diagonal is a trial the search over-estimated."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for arm in ARMS:
+        path = out / arm / "optimization_results.yaml"
+        if not path.is_file():
+            continue
+        rows = yaml.safe_load(path.read_text()).get("recheck") or []
+        rows = [r for r in rows if r["recheck_value"] is not None]
+        label = f"{arm} ({' '.join(ARMS[arm][:2]).replace('hydra.sweeper.', '')})"
+        xs, ys = [r["search_value"] for r in rows], [r["recheck_value"] for r in rows]
+        ax.scatter(xs, ys, label=label)
+    ax.plot([0, 500], [0, 500], color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("search value (IQM of the tuning seeds)")
+    ax.set_ylabel("re-check value (IQM of 10 test seeds)")
+    ax.set_title("PPO CartPole: the top 3 trials of each search, re-checked")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+
+
 def _f(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["run", "table"])
+    parser.add_argument("what", choices=["run", "table", "plot"])
     parser.add_argument("arm", nargs="?", choices=sorted(ARMS))
     parser.add_argument("--out", type=Path, default=Path("bench/honest"))
+    parser.add_argument("--png", type=Path, default=Path("honest-search.png"))
     parser.add_argument("--joblib", type=int, default=0, help="joblib workers (0: one at a time)")
     args = parser.parse_args()
     if args.what == "run":
@@ -128,6 +158,8 @@ def main() -> None:
             ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.joblib}"] if args.joblib else []
         )
         run_arm(args.arm, args.out.resolve(), launcher)
+    elif args.what == "plot":
+        plot(args.out, args.png)
     else:
         print(table(args.out))
 

@@ -226,7 +226,7 @@ def test_the_recheck_runs_the_best_trial_on_test_seeds_and_its_preset_reproduces
     sweep_dir = tmp_path / "sweep"
     search = [
         "-m",
-        "hparams_search=ppo_cartpole",
+        "hparams_search=ppo_cartpole_seeds",
         *TINY,
         "num_threads=1",
         "hydra.sweeper.n_trials=2",
@@ -267,7 +267,7 @@ def test_the_recheck_runs_the_best_trial_on_test_seeds_and_its_preset_reproduces
 
     # The preset runs as an experiment and, on test seed 1000, scores what the re-check did.
     preset = Path(results["recommended"]["preset"])
-    assert preset == sweep_dir / "presets" / "experiment" / "ppo_cartpole_best.yaml"
+    assert preset == sweep_dir / "presets" / "experiment" / "ppo_cartpole_seeds_best.yaml"
     run_dir = tmp_path / "rerun"
     rerun = run_cli(
         [f"--config-dir={preset.parent.parent}", f"experiment={preset.stem}", "seed=1000",
@@ -281,4 +281,9 @@ def test_the_recheck_runs_the_best_trial_on_test_seeds_and_its_preset_reproduces
         for part in key.split("."):
             node = node[part]
         assert node == pytest.approx(value), key
+    measured = yaml.safe_load((rechecked[0] / ".hydra" / "config.yaml").read_text())
+    per_run = ("run_dir", "exp_name")
+    assert {k: v for k, v in config.items() if k not in per_run} == {
+        k: v for k, v in measured.items() if k not in per_run
+    }  # the search preset's keys (eval.interval_frames, ...) come with it
     assert _summary(run_dir)["eval"][OBJECTIVE] == test_scores[0]

@@ -38,7 +38,6 @@ PRESETS_DIR = "presets"  # under the sweep dir: a config dir (--config-dir) hold
 # Keys a preset leaves out: per run (seed, paths), or not part of what was measured.
 PRESET_SKIP = ("seed", "run_dir", "exp_name", "resume", "logging", "checkpoint", "num_threads")
 PRESET_GROUPS = ("env", "algorithm", "eval")  # groups a preset selects in its defaults list
-SWEEP_GROUPS = ("hparams_search",)  # groups of the search itself: in both sides of the diff
 
 
 def top_trials(study: Any, count: int) -> list[Any]:
@@ -189,8 +188,7 @@ def write_preset(
     measured = compose([*fixed, *params])
     choices = measured.hydra.runtime.choices
     groups = [f"{g}={choices[g]}" for g in PRESET_GROUPS if choices.get(g) is not None]
-    sweep = [f for f in fixed if f.split("=", 1)[0].lstrip("+~") in SWEEP_GROUPS]
-    base = compose([*sweep, *groups])  # the search preset: it sets the sweeper's keys
+    base = compose([*groups, "hydra/sweeper=optuna"])  # the command's sweeper keys need it
     diff = _diff(_plain(measured), _plain(base))
     seeds = list(row["recheck_seeds"])
     header = [
@@ -199,7 +197,7 @@ def write_preset(
         "the xdrl sweeper.",
         f"# Search value {_fmt(row['search_value'], row['search_interval'])} on the tuning seeds;"
         f" re-check {_fmt(row['recheck_value'], row['recheck_interval'])} on test seeds "
-        f"{seeds[0]}..{seeds[-1]} ({len(seeds)} runs; 95% bootstrap interval).",
+        f"{seeds[0]}..{seeds[-1]} (n={len(seeds)}; 95% bootstrap interval).",
         f"# Run: xdrl-train --config-dir {sweep_dir / PRESETS_DIR} experiment={study_name}_best",
     ]
     defaults = ["defaults:", *(f"  - override /{g.replace('=', ': ')}" for g in groups)]

@@ -111,8 +111,12 @@ def test_a_trial_runs_k_distinct_seeds_with_one_configuration_and_its_value_aggr
     assert min(PER_SEED) <= low <= first.value <= high <= max(PER_SEED)
     results = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
     assert results["best_trial"] == 1 and results["best_value"] == pytest.approx(second.value)
+    rows = [line for line in (tmp_path / "study.md").read_text().splitlines() if "| comp" in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| 1", "| 0"]  # best first
+    assert "0: 10, 1: 0, 2: 70, 3: 2, 4: 50, 5: 1, 6: 60, 7: 11" in rows[1]
 
 
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 def test_the_wilcoxon_pruner_stops_a_trial_whose_seeds_are_worse(tmp_path: Path) -> None:
     """Trial 0 sets the bar; trial 1 is 1 worse on every seed, trial 2 0.5 better. The pruner
     (Optuna's defaults: p < 0.1, two seeds first) stops trial 1 after the first n seeds where a
@@ -141,6 +145,8 @@ def test_the_wilcoxon_pruner_stops_a_trial_whose_seeds_are_worse(tmp_path: Path)
     assert pruned.intermediate_values == {s: per_seed[s] - 1.0 for s in range(expected)}
     results = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
     assert results["best_trial"] == 2 and results["trials"]["pruned"] == 1
+    assert "| 1 | pruned | " in (tmp_path / "study.md").read_text()
+    assert f"pruned after seeds {list(range(expected))}" in (tmp_path / "study.md").read_text()
 
 
 def test_an_interrupted_trial_runs_only_the_seeds_it_lacks_when_the_command_runs_again(

@@ -15,7 +15,8 @@ ask-and-tell loop:
 - a continued study never re-samples what it measured: a seeded sampler continues from a seed
   derived from the study's length (:func:`continued_seed`), and a configuration a trial already
   holds is not launched again (the ask is told FAIL with ``duplicate_of``, the next one tried);
-- the best trial so far is written to ``<sweep dir>/optimization_results.yaml`` after each batch;
+- the best trial so far is written to ``<sweep dir>/optimization_results.yaml`` after each batch,
+  and every trial with the parameter importances to ``<sweep dir>/study.md``;
 - with ``seeds_per_trial: k`` each trial runs k tuning seeds as k jobs and its value is their
   aggregate (:mod:`.seeded`; a ``pruner`` stops a trial between seeds), and ``recheck`` re-runs
   the best trials on fresh test seeds and writes the winner as a preset (:mod:`.recheck`).
@@ -58,6 +59,7 @@ from hydra_plugins.xdrl_optuna.seeds import (
     check_seed_settings,
     tuning_seeds,
 )
+from hydra_plugins.xdrl_optuna.study_report import DUPLICATE_ATTR, write_study_report
 from xdrl.config.errors import ConfigError
 from xdrl.sweep.stop import sweep_interrupted
 from xdrl.sweep.summary import OPTUNA_RESULTS  # the sweep table reads it back
@@ -65,7 +67,6 @@ from xdrl.sweep.summary import OPTUNA_RESULTS  # the sweep table reads it back
 log = logging.getLogger(__name__)
 
 STUDY_FILE = "optuna.db"
-DUPLICATE_ATTR = "duplicate_of"  # user attribute of an ask that repeated a trial's configuration
 MAX_DUPLICATE_ASKS = 20  # repeats in a row after which the sampler is taken to be stuck
 
 
@@ -628,6 +629,7 @@ def _write_results(
     tmp = path.with_name(path.name + ".tmp")
     OmegaConf.save(OmegaConf.create(results), tmp)
     os.replace(tmp, path)
+    write_study_report(study, sweep_dir)
 
 
 def _log_best(study: Any) -> None:

@@ -39,8 +39,14 @@ class _SeedLauncher:
     """Stands in for Hydra's launcher: objective = ``per_seed[seed] + x``; records each launch.
     A seed in ``interrupt`` leaves a summary.json saying ``interrupted`` (what Ctrl-C leaves)."""
 
-    def __init__(self, per_seed: list[float], out: Path, interrupt: tuple[int, ...] = ()) -> None:
-        self.per_seed, self.out, self.interrupt = per_seed, out, interrupt
+    def __init__(
+        self,
+        per_seed: list[float],
+        out: Path,
+        interrupt: tuple[int, ...] = (),
+        status: str = "interrupted",
+    ) -> None:
+        self.per_seed, self.out, self.interrupt, self.status = per_seed, out, interrupt, status
         self.launches: list[list[dict[str, str]]] = []
 
     def launch(self, jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
@@ -50,7 +56,7 @@ class _SeedLauncher:
             seed = int(job["seed"])
             folder = self.out / job["hydra.sweep.subdir"]
             folder.mkdir(parents=True, exist_ok=True)
-            status = "interrupted" if seed in self.interrupt else "completed"
+            status = self.status if seed in self.interrupt else "completed"
             (folder / "summary.json").write_text(json.dumps({"status": status}))
             value = None if seed in self.interrupt else self.per_seed[seed] + float(job["x"])
             hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": str(folder)}}})
@@ -149,13 +155,15 @@ def test_the_wilcoxon_pruner_stops_a_trial_whose_seeds_are_worse(tmp_path: Path)
     assert f"pruned after seeds {list(range(expected))}" in (tmp_path / "study.md").read_text()
 
 
+@pytest.mark.parametrize("status", ["interrupted", "not_started"])
 def test_an_interrupted_trial_runs_only_the_seeds_it_lacks_when_the_command_runs_again(
-    tmp_path: Path,
+    status: str, tmp_path: Path
 ) -> None:
-    """Ctrl-C reached seed 2 of trial 0 (its summary says interrupted): the trial stays running
-    with seeds 0, 1 and 3 recorded; the next command launches seed 2 alone, then trial 1."""
+    """Ctrl-C reached seed 2 of trial 0 (its summary says interrupted, or not started: the
+    sweep was stopped before it): the trial stays running with seeds 0, 1 and 3 recorded; the
+    next command launches seed 2 alone, then trial 1."""
     per_seed = [1.0, 2.0, 3.0, 4.0]
-    interrupted = _SeedLauncher(per_seed, tmp_path, interrupt=(2,))
+    interrupted = _SeedLauncher(per_seed, tmp_path, interrupt=(2,), status=status)
     sweeper = _sweeper(interrupted, 2, seeds_per_trial=4, aggregate="mean")
     study = sweeper._study(tmp_path)
     study.enqueue_trial({"x": 0.0})

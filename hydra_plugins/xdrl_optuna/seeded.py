@@ -49,9 +49,10 @@ def job_folder(trial_number: int, seed: int) -> str:
 
 def outcome(ret: JobReturn) -> tuple[str, Any]:
     """What a job left: ``("value", v)``, ``("failed", reason)`` or ``("interrupted", status)``
-    (Ctrl-C or SIGTERM: the same command continues it)."""
+    (Ctrl-C or SIGTERM stopped it, or it was not started after a Ctrl-C: the same command
+    continues it)."""
     status = _run_status(ret)
-    if status in ("interrupted", "stopped"):
+    if status in ("interrupted", "stopped", "not_started"):
         return "interrupted", status
     if ret.status == JobStatus.FAILED:
         return "failed", first_line(ret._return_value)

@@ -301,3 +301,29 @@ def test_the_recheck_runs_the_best_trial_on_test_seeds_and_its_preset_reproduces
         k: v for k, v in measured.items() if k not in per_run
     }  # the search preset's keys (eval.interval_frames, ...) come with it
     assert _summary(run_dir)["eval"][OBJECTIVE] == test_scores[0]
+
+
+def test_a_recheck_with_no_finished_trial_says_so_in_one_line_and_writes_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from hydra_plugins.xdrl_optuna.recheck import run_recheck
+
+    study = optuna.create_study(direction="maximize")
+    study.tell(study.ask(SPACE), state=TrialState.FAIL)
+    launched: list = []
+    rows = run_recheck(
+        study,
+        settings={"top": 3, "seeds": 10, "first_seed": 1000},
+        aggregate_name="iqm",
+        fixed=[],
+        launch=launched.append,  # type: ignore[arg-type]
+        compose=None,  # type: ignore[arg-type]
+        sweep_dir=tmp_path,
+        interrupted=lambda: False,
+    )
+    assert rows == [] and launched == [] and list(tmp_path.iterdir()) == []
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [
+        "hydra.sweeper.recheck: no trial finished with a value, nothing to re-check; see the "
+        "sweep table"
+    ]

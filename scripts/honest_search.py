@@ -41,10 +41,10 @@ ARMS = {
 }
 
 
-def run_arm(arm: str, out: Path, launcher: list[str]) -> None:
+def run_arm(arm: str, out: Path, extra: list[str]) -> None:
     """One sweep; its wall time goes to ``<out>/<arm>/wall_time_s.txt``."""
     sweep_dir = out / arm
-    args = [XDRL_TRAIN, *BASE, *ARMS[arm], *launcher, f"hydra.sweep.dir={sweep_dir}"]
+    args = [XDRL_TRAIN, *BASE, *ARMS[arm], *extra, f"hydra.sweep.dir={sweep_dir}"]
     start = time.perf_counter()
     subprocess.run(args, check=True)
     (sweep_dir / "wall_time_s.txt").write_text(f"{time.perf_counter() - start:.1f}\n")
@@ -149,6 +149,7 @@ def main() -> None:
     parser.add_argument("arm", nargs="?", choices=sorted(ARMS))
     parser.add_argument("--out", type=Path, default=Path("bench/honest"))
     parser.add_argument("--png", type=Path, default=Path("honest-search.png"))
+    parser.add_argument("--sampler-seed", type=int, default=0, help="TPE's seed (a repetition)")
     parser.add_argument("--joblib", type=int, default=0, help="joblib workers (0: one at a time)")
     args = parser.parse_args()
     if args.what == "run":
@@ -157,7 +158,8 @@ def main() -> None:
         launcher = (
             ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.joblib}"] if args.joblib else []
         )
-        run_arm(args.arm, args.out.resolve(), launcher)
+        seed = [f"hydra.sweeper.sampler.seed={args.sampler_seed}"]
+        run_arm(args.arm, args.out.resolve(), [*launcher, *seed])
     elif args.what == "plot":
         plot(args.out, args.png)
     else:

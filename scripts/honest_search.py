@@ -40,6 +40,12 @@ ARMS = {
     ],
 }
 
+LABELS = {
+    "seeds": "30 trials x 3 seeds",
+    "single": "90 trials x 1 seed",
+    "wilcoxon": "30 trials x 3 seeds, Wilcoxon pruner",
+}
+
 
 def run_arm(arm: str, out: Path, extra: list[str]) -> None:
     """One sweep; its wall time goes to ``<out>/<arm>/wall_time_s.txt``."""
@@ -126,7 +132,7 @@ def plot(out: Path, png: Path) -> None:
             continue
         rows = yaml.safe_load(path.read_text()).get("recheck") or []
         rows = [r for r in rows if r["recheck_value"] is not None]
-        label = f"{arm} ({' '.join(ARMS[arm][:2]).replace('hydra.sweeper.', '')})"
+        label = f"{arm}: {LABELS[arm]}"
         xs, ys = [r["search_value"] for r in rows], [r["recheck_value"] for r in rows]
         ax.scatter(xs, ys, label=label)
     ax.plot([0, 500], [0, 500], color="grey", linewidth=0.8, linestyle="--")

@@ -328,10 +328,9 @@ class OptunaSweeper(Sweeper):
         self, jobs: list[tuple[Any, int]], fixed: list[str], folder: Callable[[Any, int], str]
     ) -> Sequence[JobReturn]:
         """One launch of ``(trial, seed)`` jobs, each in ``<sweep dir>/<folder(trial, seed)>``."""
-        own = [f for f in fixed if f.split("=", 1)[0].lstrip("+~") != "seed"]
         overrides = [
             [
-                *own,
+                *_unseeded(fixed),
                 *(f"{k}={_show(v)}" for k, v in trial.params.items()),
                 f"seed={seed}",
                 f"hydra.sweep.subdir={folder(trial, seed)}",
@@ -354,7 +353,7 @@ class OptunaSweeper(Sweeper):
             study,
             settings=self.recheck,
             aggregate_name=self.aggregate,
-            fixed=[f for f in fixed if f.split("=", 1)[0].lstrip("+~") != "seed"],
+            fixed=_unseeded(fixed),
             launch=lambda jobs: self._launch_seeded(
                 jobs, fixed, lambda t, s: f"{RECHECK_DIR}/{job_folder(t.number, s)}"
             ),
@@ -446,6 +445,11 @@ class OptunaSweeper(Sweeper):
             for trial, ret in zip(group, returns, strict=True):
                 _tell(study, trial, ret)
         _write_results(study, sweep_dir)
+
+
+def _unseeded(fixed: list[str]) -> list[str]:
+    """The command's overrides without ``seed=``: each seeded job sets its own."""
+    return [f for f in fixed if f.split("=", 1)[0].lstrip("+~") != "seed"]
 
 
 def _built(pruner: Any) -> Any:

@@ -607,7 +607,7 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "logging.log_model": ("export", ("onnx", "onnxruntime", "onnxscript")),
     "hydra/launcher=joblib": ("sweep", ("hydra_plugins.hydra_joblib_launcher", "joblib")),
     "hydra/launcher=submitit": ("slurm", ("hydra_plugins.hydra_submitit_launcher", "submitit")),
-    "hydra/sweeper=optuna": ("sweep", ("optuna",)),
+    "hydra/sweeper=optuna": ("sweep", ("optuna", "scipy")),
     "hydra/sweeper=pareto": ("pareto", ("pymoo", "scipy", "matplotlib")),
 }
 # Options of Hydra's launcher group that only exist once their extra is installed (xdrl's own

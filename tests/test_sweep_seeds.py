@@ -22,7 +22,7 @@ from scipy import stats
 
 from hydra_plugins.xdrl_optuna.optuna_sweeper import OptunaSweeper
 from hydra_plugins.xdrl_optuna.seeds import check_seed_settings
-from tests.conftest import run_cli
+from tests.conftest import STOPPABLE_JOB, ctrl_c_when, run_cli
 from tests.test_sweeps import TINY
 from xdrl.config.errors import ConfigError
 
@@ -327,3 +327,46 @@ def test_a_recheck_with_no_finished_trial_says_so_in_one_line_and_writes_nothing
         "hydra.sweeper.recheck: no trial finished with a value, nothing to re-check; see the "
         "sweep table"
     ]
+
+
+def test_ctrl_c_in_a_seed_and_the_same_command_runs_only_what_the_trial_lacks(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while seed 0 of trial 0 trains (seed 1 waits behind it on the basic launcher):
+    seed 0 stops at a checkpoint, seed 1 is not started, the trial stays running. The same
+    command resumes seed 0 from its checkpoint, runs seed 1, and tells the trial their mean."""
+    sweep_dir = tmp_path / "sweep"
+    base = [
+        "-m",
+        "hparams_search=ppo_cartpole",
+        "hydra.sweeper.n_trials=1",
+        "hydra.sweeper.seeds_per_trial=2",
+        "hydra.sweeper.aggregate=mean",
+        *STOPPABLE_JOB,
+        f"hydra.sweep.dir={sweep_dir}",
+    ]
+
+    def seed_0_checkpointed() -> bool:
+        return any(sweep_dir.glob("0_seed0/checkpoints/checkpoint-*/manifest.json"))
+
+    code, stderr = ctrl_c_when([*base, "total_frames=1000000"], tmp_path, seed_0_checkpointed)
+    assert code == 130, stderr[-3000:]
+    stopped = _summary(sweep_dir / "0_seed0")
+    assert stopped["status"] == "interrupted"
+    assert _summary(sweep_dir / "0_seed1")["status"] == "not_started"
+    with sqlite3.connect(sweep_dir / "optuna.db") as con:
+        assert con.execute("SELECT number, state FROM trials").fetchall() == [(0, "RUNNING")]
+
+    budget = (stopped["total_frames"] // 256 + 1) * 256
+    result = run_cli([*base, f"total_frames={budget}"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    resumed, fresh = _summary(sweep_dir / "0_seed0"), _summary(sweep_dir / "0_seed1")
+    assert Path(resumed["resumed_from"]).name == f"checkpoint-{stopped['total_frames']:012d}"
+    assert resumed["total_frames"] == fresh["total_frames"] == budget
+    assert "resumed_from" not in fresh or fresh["resumed_from"] is None
+    with sqlite3.connect(sweep_dir / "optuna.db") as con:
+        ((state, value),) = con.execute(
+            "SELECT t.state, v.value FROM trials t JOIN trial_values v ON v.trial_id = t.trial_id"
+        ).fetchall()
+    scores = [resumed["eval"][OBJECTIVE], fresh["eval"][OBJECTIVE]]
+    assert state == "COMPLETE" and value == pytest.approx(sum(scores) / 2)

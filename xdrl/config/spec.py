@@ -16,9 +16,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from xdrl.config.resume import ResumeCheck
 from xdrl.config.settings import CheckpointSettings, EvalSettings
 
 EVAL_SEED_OFFSET = 10_000  # the evaluation envs' seed: seed + this (apart from the training envs')
+NATURE_CNN_WIDTH = 512  # the Nature CNN's feature layer (xdrl.algorithms.encoders.FEATURES)
 
 
 def whole_batches(total_frames: int, batch_frames: int) -> int:
@@ -38,7 +40,7 @@ class RunSpec:
 
     Args:
         cfg: the composed config, as given (never mutated).
-        seed, device, precision, objective: the top-level keys of the same name.
+        seed, device, precision, objective, num_threads: the top-level keys of the same name.
         frames_per_batch: agent steps per batch (the key of the same name).
         env_id: the environment id (``env.id``).
         frame_skip: frames per agent step (``env.frame_skip``).
@@ -59,6 +61,7 @@ class RunSpec:
     device: str
     precision: str
     objective: str
+    num_threads: int | str
     frames_per_batch: int
     env_id: str
     frame_skip: int
@@ -83,6 +86,7 @@ class RunSpec:
             device=str(cfg.device),
             precision=str(cfg.precision),
             objective=str(cfg.objective),
+            num_threads=cfg.num_threads if cfg.num_threads == "auto" else int(cfg.num_threads),
             frames_per_batch=int(cfg.frames_per_batch),
             env_id=str(cfg.env.id),
             frame_skip=int(cfg.env.frame_skip),
@@ -101,8 +105,14 @@ class RunSpec:
 
     def with_config(self, cfg: DictConfig) -> RunSpec:
         """This spec for ``cfg``, the same command line composed again (a single run's job: the
-        pre-check checked it; Hydra's job resolves ``run_dir`` and ``exp_name``)."""
-        return dataclasses.replace(self, cfg=cfg)
+        pre-check checked it; Hydra's job resolves ``run_dir`` and ``exp_name``). What the
+        pre-check derived (:attr:`resolved`, :attr:`resume_check`) is kept where it resolved
+        them to the job's values, so neither is built twice."""
+        spec = dataclasses.replace(self, cfg=cfg)
+        derived = {k: v for k, v in vars(self).items() if k in ("resolved", "resume_check")}
+        if derived and (self.run_dir, str(self.cfg.exp_name)) == (spec.run_dir, str(cfg.exp_name)):
+            vars(spec).update(derived)  # functools.cached_property's own store
+        return spec
 
     @property
     def batch_frames(self) -> int:
@@ -130,6 +140,16 @@ class RunSpec:
         return str(self.cfg.algorithm.build._target_).rsplit(".", 2)[-2]
 
     @property
+    def hidden_sizes(self) -> list[int]:
+        """Every hidden layer width of the algorithm's networks: its ``*_cells`` keys, and the
+        Nature CNN's feature layer where ``algorithm.build.encoder`` is ``cnn``."""
+        build = self.cfg.algorithm.build
+        sizes = [int(n) for k, v in build.items() if str(k).endswith("_cells") for n in v]
+        if OmegaConf.select(build, "encoder") == "cnn":  # only pixel-capable algorithms have it
+            sizes.append(NATURE_CNN_WIDTH)
+        return sizes
+
+    @property
     def run_dir(self) -> str:
         """The run dir (resolved inside Hydra's job)."""
         return str(self.cfg.run_dir)
@@ -140,3 +160,8 @@ class RunSpec:
         resolved on first use (``run_dir`` resolves only inside Hydra's job), then kept."""
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
         return {str(k): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}
+
+    @functools.cached_property
+    def resume_check(self) -> ResumeCheck:
+        """This run's comparison with the checkpoints it may resume, one per run."""
+        return ResumeCheck(self.resolved)

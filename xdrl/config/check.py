@@ -104,6 +104,7 @@ SUPPLIED = {
         "device": "device",
         "total_frames": "total_frames",  # only to builders that take it (DQN's buffer_size: all)
         "frame_skip": "env.frame_skip",  # only to builders that take it (DQN's buffer_size: all)
+        "lean": "lean",  # only to builders that take it (TorchRL's originals when false)
     },
 }
 # Evaluation metric names (xdrl.trainer_hooks.logging._common; not imported: it imports torch).

@@ -31,6 +31,10 @@ SHAPING_PREFIXES = ("algorithm.", "env.", "frames_per_batch")
 # The seed is the run's record: a checkpoint holds that seed's RNG states, so a resume under
 # another seed would continue the old seed's streams while summary.json and .hydra/ named the new.
 SEED_KEY = "seed"
+# xdrl's lean pieces and TorchRL's originals checkpoint different state (collector, replay
+# buffer, minibatch sampler): a run resumes with the lean it was trained with (a checkpoint
+# older than the key was trained lean).
+LEAN_KEY = "lean"
 # Keys that differ by nature between a run and its resume.
 IGNORED_KEYS = ("run_dir", "exp_name", "resume")
 EMPTY_DEFAULTS: tuple[Any, ...] = ([], {}, None)
@@ -52,8 +56,9 @@ def config_changes(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str
 
 
 def refuse_resume_changes(candidate: Path, changes: Mapping[str, tuple[Any, Any]]) -> None:
-    """Raise ``ConfigError`` naming each changed key that shapes the model (key ``resume``), or
-    a changed seed (key ``seed``: the run keeps the seed it was trained with)."""
+    """Raise ``ConfigError`` naming each changed key that shapes the model (key ``resume``), a
+    changed seed (key ``seed``: the run keeps the seed it was trained with) or a changed
+    ``lean``."""
     shaping = [k for k in changes if k.startswith(SHAPING_PREFIXES)]
     if shaping:
         diff = ", ".join(f"{k} {changes[k][0]!r} -> {changes[k][1]!r}" for k in shaping)
@@ -70,6 +75,15 @@ def refuse_resume_changes(candidate: Path, changes: Mapping[str, tuple[Any, Any]
             f"{new!r} differs from the seed {old!r} that {candidate} was trained with (a resume "
             f"continues seed {old!r}'s random streams); pass seed={old} to continue that run, or "
             f"another hydra.run.dir (or resume=never) to train seed {new!r}",
+        )
+    old_lean, new_lean = changes.get(LEAN_KEY, (True, True))
+    if (True if old_lean is None else old_lean) != new_lean:
+        was, now = str(old_lean is not False).lower(), str(new_lean).lower()
+        raise ConfigError(
+            LEAN_KEY,
+            f"{now} differs from lean={was} that {candidate} was trained with (xdrl's pieces and "
+            f"TorchRL's originals checkpoint different state); pass lean={was} to continue that "
+            f"run, or another hydra.run.dir (or resume=never) to train with lean={now}",
         )
 
 

@@ -196,6 +196,7 @@ def run_once(
     variant: str, seed: int, frames: int, workload: str = "ppo", threads: int = 1
 ) -> float:
     """Train one variant in process; its frames/s from summary.json."""
+    from xdrl.config.check import check_config
     from xdrl.run.lifecycle import run
     from xdrl.run.process import setup_process
 
@@ -222,7 +223,8 @@ def run_once(
     ]
     with initialize_config_module("xdrl.conf", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
-    setup_process(cfg)  # threads and tensordict's pandas lookup, as xdrl-train sets them
+    spec = check_config(cfg)
+    setup_process(spec.num_threads, spec.hidden_sizes)  # threads, pandas lookup: as xdrl-train
     swap = {"ppo": swapped, "atari": swapped_atari}.get(workload, swapped_off_policy)
     with swap(variant):
         run(cfg)

@@ -228,6 +228,7 @@ def _build_algorithm(spec: RunSpec, env: Any) -> Any:
         device="cpu",
         total_frames=spec.total_frames,
         frame_skip=spec.frame_skip,
+        lean=spec.lean,  # the pieces the run trained with (TorchRL's originals when false)
     )
 
 

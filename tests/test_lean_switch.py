@@ -205,3 +205,21 @@ def test_a_resume_may_not_switch_lean(runs, name: str, lean: bool) -> None:
         f"lean={str(lean).lower()} that "
     ), lines[0]
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    ("saved", "new", "refused"),
+    [(None, True, False), (None, False, True), (True, False, True), (False, True, True)],
+)
+def test_a_checkpoint_older_than_lean_was_trained_lean(saved, new, refused: bool) -> None:
+    """A saved config without ``lean`` (written before the key) counts as ``lean: true``."""
+    from xdrl.config.errors import ConfigError
+    from xdrl.config.resume import config_changes, refuse_resume_changes
+
+    old = {"seed": 0} if saved is None else {"seed": 0, "lean": saved}
+    changes = config_changes(old, {"seed": 0, "lean": new})
+    if refused:
+        with pytest.raises(ConfigError, match=r"^lean: "):
+            refuse_resume_changes(Path("checkpoint-1"), changes)
+    else:
+        refuse_resume_changes(Path("checkpoint-1"), changes)

@@ -32,8 +32,10 @@ def build(
     lmbda: Fraction = 1.0,
     epochs: PositiveInt = 1,
     minibatch_size: PositiveInt | None = None,
+    lean: bool = True,
 ) -> AlgorithmParts:
-    """Build A2C for ``env`` (discrete or continuous actions).
+    """Build A2C for ``env`` (discrete or continuous actions); ``lean`` (supplied by xdrl):
+    xdrl's GAE and minibatch buffer, else TorchRL's.
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=40)
@@ -59,4 +61,5 @@ def build(
         gamma=gamma,
         lmbda=lmbda,
         device=device,
+        lean=lean,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from torchrl.objectives import ClipPPOLoss
 from torchrl.trainers import Trainer, TrainerHookBase
 
 from xdrl.algorithms.common import AlgorithmParts
@@ -42,15 +43,19 @@ def build(
     advantage_every_epoch: bool = False,
     reward_scale: PositiveFloat = 1.0,
     clip_schedule: Literal["constant", "linear"] = "constant",
+    lean: bool = True,
 ) -> AlgorithmParts:
     """Build PPO for ``env`` (discrete or continuous actions); image observations get a Nature
     CNN shared by actor and critic (``encoder``), ``clip_schedule: linear`` anneals the clip.
+    ``lean`` (supplied by xdrl, the run's ``lean``): xdrl's loss, GAE and minibatch buffer, else
+    TorchRL's ``ClipPPOLoss``, ``GAE`` and ``TensorDictReplayBuffer``.
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
     """
     actor, critic = actor_critic(env, actor_cells, critic_cells, activation, device, encoder)
-    loss = LeanClipPPOLoss(  # ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py)
+    # LeanClipPPOLoss: ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py)
+    loss = (LeanClipPPOLoss if lean else ClipPPOLoss)(
         actor,
         critic,
         clip_epsilon=clip_epsilon,
@@ -73,6 +78,7 @@ def build(
         device=device,
         advantage_every_epoch=advantage_every_epoch,
         reward_scale=reward_scale,
+        lean=lean,
     )
     if clip_schedule == "linear":
         parts.hooks.append((None, ClipAnnealingHook(loss)))

@@ -414,7 +414,8 @@ def _check(*overrides: str, run_dir: Path) -> None:
 
 @pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF / "experiment").glob("*")))
 def test_every_preset_passes(experiment: str, tmp_path: Path) -> None:
-    _check(f"experiment={experiment}", run_dir=tmp_path)
+    """The one test that composes and checks every preset, through the CLI's pre-check."""
+    assert _precheck_line(f"experiment={experiment}", tmp_path) is None
 
 
 @pytest.mark.parametrize("env", sorted(p.stem for p in (CONF / "env").glob("*.yaml")))

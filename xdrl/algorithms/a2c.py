@@ -37,9 +37,11 @@ def build(
     recurrent: RecurrentCell | None = None,
     recurrent_hidden: PositiveInt = 64,
     recurrent_critic: bool = False,
+    lean: bool = True,
 ) -> AlgorithmParts:
     """Build A2C for ``env`` (discrete or continuous actions); ``recurrent`` (lstm | gru) as
-    PPO's (:mod:`xdrl.algorithms.recurrent`).
+    PPO's (:mod:`xdrl.algorithms.recurrent`); ``lean`` (supplied by xdrl): xdrl's GAE and
+    minibatch buffer, else TorchRL's.
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=40)
@@ -76,6 +78,7 @@ def build(
         lmbda=lmbda,
         device=device,
         num_envs=int(env.batch_size[0]) if env.batch_size else 1,
+        lean=lean,
     )
 
 

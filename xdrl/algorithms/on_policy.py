@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 from tensordict.nn import TensorDictSequential
-from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement
+from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from torchrl.modules import ProbabilisticActor, ValueOperator
 from torchrl.objectives.value import GAE
 from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
@@ -59,16 +59,17 @@ class WholeBatch:
 
 
 def minibatch_buffer(
-    frames_per_batch: int, minibatch_size: int, key: str
+    frames_per_batch: int, minibatch_size: int, key: str, *, lean: bool = True
 ) -> ReplayBufferTrainer | WholeBatch:
-    """One batch, sampled in minibatches without replacement (one epoch = one pass)."""
+    """One batch, sampled in minibatches without replacement (one epoch = one pass); not
+    ``lean``: TorchRL's ``TensorDictReplayBuffer``, also for a whole-batch minibatch."""
     if minibatch_size < 1 or frames_per_batch % minibatch_size:
         raise ConfigError(
             key, f"{minibatch_size} must be positive and divide frames_per_batch={frames_per_batch}"
         )
-    if minibatch_size == frames_per_batch:
+    if lean and minibatch_size == frames_per_batch:
         return WholeBatch()
-    buffer = LeanReplayBuffer(
+    buffer = (LeanReplayBuffer if lean else TensorDictReplayBuffer)(
         storage=LazyTensorStorage(frames_per_batch),
         sampler=SamplerWithoutReplacement(drop_last=True),
         batch_size=minibatch_size,
@@ -247,13 +248,17 @@ def on_policy_hooks(
     *,
     advantage_every_epoch: bool,
     scale_hooks: list | None = None,
+    lean: bool = True,
 ):
     """Reward scaling, GAE then buffer extend (per batch, or per epoch), minibatch sampling;
     one critic pass per observation (:class:`OnePassGAE`) for image critics, one stacked pass
-    (:class:`StackedValueGAE`) for the others."""
+    (:class:`StackedValueGAE`) for the others; not ``lean``: TorchRL's ``GAE`` through its
+    ``ValueEstimatorHook``."""
     critic = loss_module.critic_network
     value_hook: Any
-    if has_image_encoder(critic):
+    if not lean:
+        value_hook = ValueEstimatorHook(loss_module.value_estimator)
+    elif has_image_encoder(critic):
         value_hook = OnePassGAE(critic, _stateless_gae(loss_module))
     elif list(critic.in_keys) == ["observation"]:
         value_hook = StackedValueGAE(critic, _stateless_gae(loss_module))
@@ -319,9 +324,11 @@ def on_policy_parts(
     advantage_every_epoch: bool = False,
     reward_scale: float = 1.0,
     num_envs: int = 1,
+    lean: bool = True,
 ) -> AlgorithmParts:
     """GAE on ``critic``, the reward scale, the minibatch buffer and the parts around ``loss``
-    (whole env rows and recurrent-mode values for a recurrent actor: :func:`recurrent_parts`)."""
+    (whole env rows and recurrent-mode values for a recurrent actor: :func:`recurrent_parts`;
+    ``lean``: xdrl's GAE and buffer, else TorchRL's)."""
     loss.make_value_estimator(
         GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
     )
@@ -338,7 +345,9 @@ def on_policy_parts(
             num_envs=num_envs,
             advantage_every_epoch=advantage_every_epoch,
         )
-    buffer = minibatch_buffer(frames_per_batch, minibatch_size, "algorithm.build.minibatch_size")
+    buffer = minibatch_buffer(
+        frames_per_batch, minibatch_size, "algorithm.build.minibatch_size", lean=lean
+    )
     return AlgorithmParts(
         policy=actor,
         eval_policy=actor,
@@ -346,7 +355,11 @@ def on_policy_parts(
         optim_steps_per_batch=frames_per_batch // minibatch_size,
         num_epochs=epochs,
         hooks=on_policy_hooks(
-            loss, buffer, advantage_every_epoch=advantage_every_epoch, scale_hooks=scale_hooks
+            loss,
+            buffer,
+            advantage_every_epoch=advantage_every_epoch,
+            scale_hooks=scale_hooks,
+            lean=lean,
         ),
         modules=buffer_modules(buffer),
     )

@@ -48,11 +48,14 @@ def build(
     recurrent: RecurrentCell | None = None,
     recurrent_hidden: PositiveInt = 64,
     recurrent_critic: bool = False,
+    lean: bool = True,
 ) -> AlgorithmParts:
     """Build PPO for ``env`` (discrete or continuous actions); image observations get a Nature
     CNN shared by actor and critic (``encoder``), ``clip_schedule: linear`` anneals the clip;
     ``recurrent`` (lstm | gru) puts a cell after the actor's encoder (and the critic's with
     ``recurrent_critic``) and trains on whole env rows (:mod:`xdrl.algorithms.recurrent`).
+    ``lean`` (supplied by xdrl, the run's ``lean``): xdrl's loss, GAE and minibatch buffer, else
+    TorchRL's ``ClipPPOLoss``, ``GAE`` and ``TensorDictReplayBuffer``.
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
@@ -68,9 +71,9 @@ def build(
         recurrent_hidden=recurrent_hidden,
         recurrent_critic=recurrent_critic,
     )
-    # ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py); with a cell, TorchRL's own
-    # loss in recurrent mode (the lean path reads single steps)
-    loss_class = RecurrentClipPPOLoss if recurrent else LeanClipPPOLoss
+    # LeanClipPPOLoss: ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py); with a cell,
+    # TorchRL's own loss in recurrent mode (the lean path reads single steps)
+    loss_class = RecurrentClipPPOLoss if recurrent else LeanClipPPOLoss if lean else ClipPPOLoss
     loss = loss_class(
         actor,
         critic,
@@ -95,6 +98,7 @@ def build(
         advantage_every_epoch=advantage_every_epoch,
         reward_scale=reward_scale,
         num_envs=int(env.batch_size[0]) if env.batch_size else 1,
+        lean=lean,
     )
     if clip_schedule == "linear":
         parts.hooks.append((None, ClipAnnealingHook(loss)))

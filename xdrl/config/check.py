@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import functools
 import importlib.util
 import inspect
 import logging
@@ -49,7 +48,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from xdrl.config import types as config_types
 from xdrl.config.errors import ConfigError
-from xdrl.config.spec import RunSpec
+from xdrl.config.spec import RunSpec, composed_defaults
 from xdrl.config.types import Fraction, NonNegativeFloat, PositiveFloat
 from xdrl.envs.atari import check_atari, is_atari_id
 from xdrl.envs.factory import check_env, is_image_shape
@@ -106,6 +105,7 @@ SUPPLIED = {
         "device": "device",
         "total_frames": "total_frames",  # only to builders that take it (DQN's buffer_size: all)
         "frame_skip": "env.frame_skip",  # only to builders that take it (DQN's buffer_size: all)
+        "lean": "lean",  # only to builders that take it (TorchRL's originals when false)
     },
 }
 # Evaluation metric names (xdrl.trainer_hooks.logging._common; not imported: it imports torch).
@@ -199,25 +199,10 @@ FROM_DEFAULTS = object()  # check_value's example: the key's value in the compos
 def default_value(key: str) -> Any:
     """``key``'s value in the default config (``xdrl-train`` with no overrides); None where it is
     null, not there, or only resolvable inside a run (``${hydra:...}``)."""
-    defaults = _composed_defaults()
+    defaults = composed_defaults()
     if defaults is None or not _resolvable(defaults, key):
         return None
     return _value(defaults, key)
-
-
-@functools.lru_cache(maxsize=1)
-def _composed_defaults() -> DictConfig | None:
-    """The default config, composed once and only when an error needs an example."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    try:
-        if GlobalHydra.instance().is_initialized():  # inside a Hydra app (a sweep job)
-            return compose("config")
-        with initialize_config_module("xdrl.conf", version_base="1.3"):
-            return compose("config")
-    except Exception:  # noqa: BLE001 - an example is a courtesy; the error stands without it
-        return None
 
 
 def check_value(key: str, value: Any, annotation: Any, example: Any = None) -> Any:
@@ -653,7 +638,7 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "logging.log_model": ("export", ("onnx", "onnxruntime", "onnxscript")),
     "hydra/launcher=joblib": ("sweep", ("hydra_plugins.hydra_joblib_launcher", "joblib")),
     "hydra/launcher=submitit": ("slurm", ("hydra_plugins.hydra_submitit_launcher", "submitit")),
-    "hydra/sweeper=optuna": ("sweep", ("optuna",)),
+    "hydra/sweeper=optuna": ("sweep", ("optuna", "scipy")),
     "hydra/sweeper=pareto": ("pareto", ("pymoo", "scipy", "matplotlib")),
 }
 # Options of Hydra's launcher group that only exist once their extra is installed (xdrl's own

@@ -26,7 +26,7 @@ from xdrl.config.settings import EvalSettings
 from xdrl.config.spec import RunSpec
 from xdrl.envs.factory import quiet_vecnorm_note, reward_weights_of
 from xdrl.lean.collector import VectorCollector, fast_rollouts, fits
-from xdrl.lean.trainer import XdrlTrainer
+from xdrl.lean.trainer import ScheduledSaveTrainer, XdrlTrainer
 from xdrl.trainer_hooks.evaluation_history import EvaluationHistory
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
@@ -119,9 +119,11 @@ def build_algorithm(
     device: str,
     total_frames: int,
     frame_skip: int,
+    lean: bool = True,
 ) -> AlgorithmParts:
     """The algorithm's policy, loss and hooks for ``env`` from its ``algorithm.build`` node
-    (``total_frames`` and ``frame_skip`` only to a builder whose signature takes them)."""
+    (``total_frames``, ``frame_skip`` and ``lean`` only to a builder whose signature takes
+    them)."""
     import inspect
 
     log.info("Instantiating algorithm <%s>", build._target_)
@@ -134,6 +136,8 @@ def build_algorithm(
         extra["total_frames"] = total_frames
     if "frame_skip" in params:
         extra["frame_skip"] = frame_skip
+    if "lean" in params:
+        extra["lean"] = lean
     return _instantiate(
         build,
         "algorithm.build",
@@ -199,10 +203,12 @@ def build_collector(
     total_frames: int,
     frame_skip: int,
     device: str,
+    lean: bool = True,
 ) -> Any:
     """xdrl's :class:`~xdrl.lean.collector.VectorCollector` where it fits (same batches, ~8x less
-    time per batch), else TorchRL's ``Collector`` (``total_frames`` in frames, whole batches)."""
-    if fits(env, parts.policy, parts.init_random_frames):
+    time per batch) and ``lean``, else TorchRL's ``Collector`` (``total_frames`` in frames,
+    whole batches)."""
+    if lean and fits(env, parts.policy, parts.init_random_frames):
         return VectorCollector(
             env,
             parts.policy,
@@ -301,7 +307,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     envs: list[Any] = []
     run_dir = spec.run_dir
     candidates = resume_candidates(spec.resume, run_dir)
-    check_before_resume(candidates, spec.resolved, spec.total_frames)  # before anything is written
+    check_before_resume(candidates, spec.resume_check, spec.total_frames)  # before any write
     resume_dir = str(resumed_run_dir(candidates[0])) if candidates else None
 
     # Environment
@@ -318,6 +324,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         device=spec.device,
         total_frames=spec.total_frames,
         frame_skip=spec.frame_skip,
+        lean=spec.lean,
     )
     add_recurrent_state(train_env, parts.policy)
 
@@ -329,6 +336,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         total_frames=spec.total_frames,
         frame_skip=spec.frame_skip,
         device=spec.device,
+        lean=spec.lean,
     )
 
     # Optimizer
@@ -361,15 +369,18 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         reduce_stats=spec.reduce_stats,
     )
 
-    # Trainer
-    trainer = XdrlTrainer(
+    # Trainer: lean: false keeps the checkpoint schedule (ScheduledSaveTrainer), not the average
+    trainer_class = XdrlTrainer if spec.lean else ScheduledSaveTrainer
+    stepper = parts.optimization_stepper or DetachedOptimizationStepper(lean=spec.lean)
+    _log_pieces(spec.lean, collector, parts, stepper, trainer_class)
+    trainer = trainer_class(
         collector=collector,
         total_frames=spec.total_frames,
         frame_skip=spec.frame_skip,
         optim_steps_per_batch=parts.optim_steps_per_batch,
         loss_module=parts.loss_module,
         optimizer=optimizer,
-        optimization_stepper=parts.optimization_stepper or DetachedOptimizationStepper(),
+        optimization_stepper=stepper,
         logger=logger,
         clip_grad_norm=spec.max_grad_norm is not None,
         clip_norm=spec.max_grad_norm,
@@ -430,7 +441,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     WandbFinishHook(enabled=is_wandb and not spec.log_model).register(trainer)
 
     # Resume
-    resumed = restore(trainer, candidates, config=spec.resolved, run_dir=run_dir)
+    resumed = restore(trainer, candidates, spec.resume_check)
     if resumed is not None and not env_state.train_restored:  # approximate: fresh episodes
         train_env.set_seed(spec.seed + int(trainer.collected_frames))
     if resumed is not None:
@@ -445,6 +456,29 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         resume_approximate=env_state.approximate if resumed else None,
         precision=precision,
     )
+
+
+def _log_pieces(
+    lean: bool, collector: Any, parts: AlgorithmParts, stepper: Any, trainer: type
+) -> None:
+    """Name the classes the run trains with: what ``lean`` chose, as built."""
+    names = {
+        "collector": type(collector).__name__,
+        "policy": type(parts.policy).__name__,
+        "loss": type(parts.loss_module).__name__,
+    }
+    for stage, hook in parts.hooks:
+        if stage == "process_optim_batch":  # a buffer's bound sample method
+            owner = getattr(hook, "__self__", hook)
+            names["replay"] = type(getattr(owner, "replay_buffer", owner)).__name__
+        elif hasattr(hook, "gae") or hasattr(hook, "value_estimator"):
+            names["advantage"] = type(hook).__name__
+        elif hasattr(hook, "target_params_updater"):
+            names["target"] = type(hook.target_params_updater).__name__
+    names["trainer"] = trainer.__name__
+    names["step"] = "FusedAdamStep" if getattr(stepper, "lean", True) else "optimizer.step()"
+    pieces = ", ".join(f"{piece} {name}" for piece, name in names.items())
+    log.info("Pieces (lean=%s): %s", str(lean).lower(), pieces)
 
 
 def _log_resume_exactness(approximate: str | None) -> None:

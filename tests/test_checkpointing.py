@@ -98,6 +98,21 @@ def test_a_key_added_since_the_checkpoint_with_an_empty_default_is_no_change() -
     }
 
 
+def test_a_key_added_since_the_checkpoint_at_its_builders_default_is_no_change() -> None:
+    target = "xdrl.algorithms.ppo.build"  # recurrent_hidden: PositiveInt = 64 in its signature
+    saved = {"algorithm": {"build": {"_target_": target}}}  # written before recurrent cells
+    at_default = {"_target_": target, "recurrent_hidden": 64, "recurrent_critic": False}
+    assert config_changes(saved, {"algorithm": {"build": at_default}}) == {}
+    other = {**at_default, "recurrent_hidden": 128}
+    assert config_changes(saved, {"algorithm": {"build": other}}) == {
+        "algorithm.build.recurrent_hidden": (None, 128)
+    }
+    untyped = {"algorithm": {"build": {"gamma": 0.99, "recurrent_hidden": 64}}}  # no _target_
+    assert config_changes({"algorithm": {"build": {"gamma": 0.99}}}, untyped) == {
+        "algorithm.build.recurrent_hidden": (None, 64)
+    }
+
+
 def _checkpoint_with_config(folder: Path, config: dict) -> Path:
     folder.mkdir(parents=True)
     (folder / "config.yaml").write_text(yaml.safe_dump(config))

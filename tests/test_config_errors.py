@@ -21,8 +21,9 @@ from hydra import compose, initialize_config_module
 
 from tests.conftest import CONF, REPO, SMALL, compose_config, read_scalars, run_cli
 from xdrl.cli import _precheck
-from xdrl.config.check import check_config, check_value, check_writable_dir, read_signature
+from xdrl.config.check import check_config, check_value, check_writable_dir
 from xdrl.config.errors import ConfigError
+from xdrl.config.signatures import read_signature
 
 A_FILE = str(Path(__file__).resolve())  # a plain file that exists wherever the tests run
 USER_ENV = "tests.user_envs:XdrlCorridor-v0"  # a user's own env module (tests/user_envs.py)

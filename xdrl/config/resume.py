@@ -9,6 +9,7 @@ answer for the checkpoint they load instead of comparing again.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 from xdrl.config.errors import ConfigError
 from xdrl.config.nested import flatten
 from xdrl.config.renames import renamed_config
+from xdrl.config.signatures import read_signature
 from xdrl.run.layout import CHECKPOINT_CONFIG_FILE as CONFIG_FILE
 from xdrl.run.layout import CHECKPOINT_DIR, CHECKPOINT_NAME
 
@@ -42,17 +44,34 @@ EMPTY_DEFAULTS: tuple[Any, ...] = ([], {}, None)
 
 def config_changes(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``{dotted key: (saved value, new value)}`` for every key that differs. A key the saved
-    config lacks and the new one leaves empty (``[]``, ``{}``, ``null``) is no change: it was
-    added to xdrl after the checkpoint was written, with a default that means what its absence
-    meant (e.g. ``env.import_modules: []``)."""
+    config lacks is no change where it was added to xdrl after the checkpoint was written with a
+    value that means what its absence meant: empty (``[]``, ``{}``, ``null``, e.g.
+    ``env.import_modules: []``) or its node's ``_target_`` default (e.g.
+    ``algorithm.build.recurrent_hidden: 64``, unused without ``recurrent``)."""
     old_flat, new_flat = flatten(saved), flatten(new)
     return {
         k: (old_flat.get(k), new_flat.get(k))
         for k in sorted(set(old_flat) | set(new_flat))
         if old_flat.get(k) != new_flat.get(k)
         and not k.startswith(IGNORED_KEYS)
-        and not (k not in old_flat and new_flat[k] in EMPTY_DEFAULTS)
+        and not (k not in old_flat and _means_absent(k, new_flat))
     }
+
+
+def _means_absent(key: str, flat: Mapping[str, Any]) -> bool:
+    """Whether ``flat[key]`` is empty or the default of its node's ``_target_`` parameter."""
+    value = flat[key]
+    if value in EMPTY_DEFAULTS:
+        return True
+    node, _, name = key.rpartition(".")
+    target = flat.get(f"{node}._target_") if node else None
+    read = read_signature(str(target)) if target else None
+    param = read[0].get(name) if read else None
+    return (
+        param is not None
+        and param.default is not inspect.Parameter.empty
+        and (param.default == value)
+    )
 
 
 def refuse_resume_changes(candidate: Path, changes: Mapping[str, tuple[Any, Any]]) -> None:

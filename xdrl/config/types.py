@@ -28,7 +28,7 @@ RecurrentCell = Literal["lstm", "gru"]  # the memory cell of a recurrent policy
 Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 
-# The names above, for reading an annotation from source (xdrl.config.check.read_signature).
+# The names above, for reading an annotation from source (xdrl.config.signatures.read_signature).
 RANGE_TYPES = (
     "PositiveInt NonNegativeInt PositiveFloat NonNegativeFloat Fraction OpenFraction Discount "
     "FiniteFloat Cells Activation LossFunction Encoder RecurrentCell Seed NonEmptyStr"

@@ -135,7 +135,8 @@ def check_override(config: Any, key: str) -> None:
     signature or the eval settings class); a nested key checks its top-level key's value."""
     from omegaconf import OmegaConf
 
-    from xdrl.config.check import FROM_DEFAULTS, SETTINGS, check_value, read_signature
+    from xdrl.config.check import FROM_DEFAULTS, SETTINGS, check_value
+    from xdrl.config.signatures import read_signature
 
     group, _, rest = key.partition(".")
     name = rest.partition(".")[0]

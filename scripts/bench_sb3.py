@@ -4,8 +4,9 @@ Prints one JSON line: frames/s (evaluation excluded), time to the first determin
 >= 475 (also as wall time from ``--launched-at``, the parent's clock at process start, imports
 included), evaluation time, peak RSS. Workloads are RL-Zoo's: PPO CartPole-v1 (8 envs x 32 steps,
 batch 256, 20 epochs, GAE 0.98/0.8, lr and clip linear from 1e-3 / 0.2), SAC and TD3 Pendulum-v1
-(SB3's defaults, UTD 1), DQN CartPole-v1 (RL-Zoo's settings) and PPO on Atari (``atari``:
-RL-Zoo's ``atari`` hyperparameters; needs ale-py and OpenCV).
+(SB3's defaults, UTD 1), DQN CartPole-v1 (RL-Zoo's settings), PPO on Atari (``atari``:
+RL-Zoo's ``atari`` hyperparameters; needs ale-py and OpenCV) and sb3-contrib's RecurrentPPO on
+CartPole without velocity (``recurrent``: RL-Zoo's ``ppo_lstm`` CartPoleNoVel settings).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
 from stable_baselines3.common.noise import NormalActionNoise  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
+
+MODES = ("ppo-throughput", "time-to-475", "eval", "sac", "td3", "dqn", "atari", "recurrent")
 
 
 def linear(start: float):
@@ -84,6 +87,51 @@ def ppo(seed: int, n_envs: int = 8) -> PPO:
         ent_coef=0.0,
         learning_rate=linear(1e-3),
         clip_range=linear(0.2),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+
+
+def _no_velocity(env: gym.Env) -> gym.Env:
+    """CartPole with entries 1 and 3 (the velocities) zeroed, as xdrl's
+    ``env.mask_observations=[1,3]`` (same observation size)."""
+
+    def zero(obs: np.ndarray) -> np.ndarray:
+        out = obs.copy()
+        out[[1, 3]] = 0
+        return out
+
+    return gym.wrappers.TransformObservation(env, zero, env.observation_space)
+
+
+def recurrent_ppo(seed: int):
+    """RL-Zoo's ``ppo_lstm`` CartPoleNoVel: 8 envs x 32 steps, batch 256, 20 epochs, GAE
+    0.98/0.8, lr and clip linear from 1e-3 / 0.2, VecNormalize, LSTM 64 in actor and critic,
+    ``net_arch`` [64] each, ReLU, no orthogonal init."""
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3.common.vec_env import VecNormalize
+    from torch import nn
+
+    env = VecNormalize(make_vec_env("CartPole-v1", n_envs=8, seed=seed, wrapper_class=_no_velocity))
+    return RecurrentPPO(
+        "MlpLstmPolicy",
+        env,
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=linear(1e-3),
+        clip_range=linear(0.2),
+        policy_kwargs=dict(
+            ortho_init=False,
+            activation_fn=nn.ReLU,
+            lstm_hidden_size=64,
+            enable_critic_lstm=True,
+            net_arch=dict(pi=[64], vf=[64]),
+        ),
         seed=seed,
         device="cpu",
         verbose=0,
@@ -205,7 +253,8 @@ def eval_time(seed: int, train_frames: int, episodes: int, weights_out: str | No
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "mode", choices=["ppo-throughput", "time-to-475", "eval", "sac", "td3", "dqn", "atari"]
+        "mode",
+        choices=MODES,
     )
     parser.add_argument("--env-id", default="ALE/Breakout-v5", help="atari: the game")
     parser.add_argument("--seed", type=int, default=0)
@@ -228,8 +277,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     np.random.seed(args.seed)
     result: dict = {"framework": "sb3", "mode": args.mode, "seed": args.seed}
-    if args.mode == "ppo-throughput":
-        model = ppo(args.seed, args.envs)
+    if args.mode in ("ppo-throughput", "recurrent"):
+        model = recurrent_ppo(args.seed) if args.mode == "recurrent" else ppo(args.seed, args.envs)
         t0 = time.perf_counter()
         model.learn(args.frames)
         elapsed = time.perf_counter() - t0

@@ -55,6 +55,7 @@ def checks() -> list[Check]:
         Check("pendulum_sac", "pendulum_sac", [], -200.0),
         Check("pendulum_td3", "pendulum_td3", [], -200.0),
         Check("lunarlander_ppo", "lunarlander_ppo", [], 200.0),
+        Check("cartpole_novel_lstm", "cartpole_novel_lstm", [], 475.0),
     ]
     for weights in ([0.5, 0.5], [0.3, 0.7]):
         text = "[" + ",".join(str(w) for w in weights) + "]"

@@ -11,14 +11,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+import yaml
 from torchrl.checkpoint import GlobalRNGState, StateDictCheckpointAdapter
 
+import xdrl.config.resume as resume
+from xdrl.config.errors import ConfigError
+from xdrl.config.resume import ResumeCheck, config_changes
 from xdrl.run.lifecycle import _StopRequest
 from xdrl.training.checkpointing import (
     CHECKSUMS_FILE,
     CorruptCheckpoint,
     VerifiedCheckpoint,
-    config_changes,
     set_aside_previous_output,
     verify,
 )
@@ -93,6 +96,50 @@ def test_a_key_added_since_the_checkpoint_with_an_empty_default_is_no_change() -
     assert config_changes({"env": {"import_modules": ["a"]}}, {"env": {"import_modules": []}}) == {
         "env.import_modules": (["a"], [])
     }
+
+
+def test_a_key_added_since_the_checkpoint_at_its_builders_default_is_no_change() -> None:
+    target = "xdrl.algorithms.ppo.build"  # recurrent_hidden: PositiveInt = 64 in its signature
+    saved = {"algorithm": {"build": {"_target_": target}}}  # written before recurrent cells
+    at_default = {"_target_": target, "recurrent_hidden": 64, "recurrent_critic": False}
+    assert config_changes(saved, {"algorithm": {"build": at_default}}) == {}
+    other = {**at_default, "recurrent_hidden": 128}
+    assert config_changes(saved, {"algorithm": {"build": other}}) == {
+        "algorithm.build.recurrent_hidden": (None, 128)
+    }
+    untyped = {"algorithm": {"build": {"gamma": 0.99, "recurrent_hidden": 64}}}  # no _target_
+    assert config_changes({"algorithm": {"build": {"gamma": 0.99}}}, untyped) == {
+        "algorithm.build.recurrent_hidden": (None, 64)
+    }
+
+
+def _checkpoint_with_config(folder: Path, config: dict) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    return folder
+
+
+def test_resume_check_compares_each_checkpoint_once(tmp_path: Path, monkeypatch) -> None:
+    calls: list[int] = []
+    counted = resume.config_changes
+    monkeypatch.setattr(resume, "config_changes", lambda a, b: calls.append(1) or counted(a, b))
+    saved = {"seed": 0, "total_frames": 512, "algorithm": {"build": {"cells": [64]}}}
+    newest = _checkpoint_with_config(tmp_path / "checkpoint-000000000512", saved)
+    older = _checkpoint_with_config(tmp_path / "checkpoint-000000000256", saved)
+    (tmp_path / "checkpoint-000000000768").mkdir()  # no config.yaml: nothing to compare
+    candidates = [tmp_path / "checkpoint-000000000768", newest, older]
+    check = ResumeCheck({**saved, "total_frames": 1024})
+
+    assert check.newest(candidates) == newest
+    assert check.changes(newest) == {"total_frames": (512, 1024)}  # asked again: recorded
+    assert check.changes(Path(os.path.relpath(newest))) == {"total_frames": (512, 1024)}
+    assert calls == [1]
+    assert check.changes(older) == {"total_frames": (512, 1024)}  # another checkpoint: compared
+    assert calls == [1, 1]
+
+    refused = ResumeCheck({**saved, "algorithm": {"build": {"cells": [32]}}})
+    with pytest.raises(ConfigError, match=r"algorithm.build.cells \[64\] -> \[32\]"):
+        refused.newest(candidates)
 
 
 def test_ctrl_c_stops_after_the_iteration_and_a_second_one_aborts() -> None:

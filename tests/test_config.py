@@ -89,8 +89,9 @@ def test_logging_file_instantiates(logging_file: str, tmp_path: Path, monkeypatc
         assert read_scalars(tmp_path / "logs") == {"counters/total_frames": [(1, 1.0)]}
 
 
-@pytest.mark.parametrize("group", ["algorithm", "eval", "checkpoint", "experiment"])
+@pytest.mark.parametrize("group", ["algorithm", "eval", "checkpoint"])
 def test_every_option_passes_the_pre_check(group: str, tmp_path: Path) -> None:
+    """Every preset: tests/test_config_errors.py::test_every_preset_passes."""
     from xdrl.config.check import check_config
 
     for option in _options(group):

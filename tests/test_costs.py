@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import compose_config, run_cli
-from xdrl.run.threads import hidden_sizes, resolve_num_threads
+from xdrl.config.spec import RunSpec
+from xdrl.run.threads import resolve_num_threads
 
 
 @pytest.mark.parametrize("preset", ["atari_ppo", "atari_dqn"])
@@ -21,7 +22,7 @@ def test_atari_presets_leave_the_thread_count_to_auto_which_reads_the_free_cores
     keeps one busy (2 threads beside a job ran Atari PPO at a tenth of its quiet speed)."""
     cfg = compose_config([f"experiment={preset}"], tmp_path / "run")
     assert cfg.num_threads == "auto"
-    widths = hidden_sizes(cfg.algorithm.build)
+    widths = RunSpec.of(cfg).hidden_sizes
     assert max(widths) == 512  # the CNN's feature layer; the MLP heads are 64 wide
     assert resolve_num_threads(cfg.num_threads, widths, cores=2) == 2
     assert resolve_num_threads(cfg.num_threads, widths, cores=1) == 1

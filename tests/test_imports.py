@@ -19,6 +19,7 @@ LEAVES = {
     "xdrl.config.nested": set(),
     "xdrl.config.renames": set(),
     "xdrl.config.settings": {"xdrl.config.types"},
+    "xdrl.config.signatures": {"xdrl.config.types"},
     "xdrl.lean.policy_types": set(),
     "xdrl.run.layout": set(),
 }

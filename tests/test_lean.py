@@ -34,8 +34,6 @@ PARITY = {
 }
 # not a re-implementation: what the collector needs to know of a policy (an interface)
 NOT_LEAN = {"policy_types"}
-# a "why" without a measured figure yet (the reasons are named, the cost was not measured here)
-NO_FIGURE_YET = {"tanh_normal_actor", "td3_actor", "td3_loss"}
 # a number with a unit of time, speed, size or ratio: "0.91 ms", "2.0x", "14%", "5.6 GB"
 FIGURE = re.compile(r"\d[\d,.]*\s?(?:ms|µs|us|s\b|x\b|%|[KMG]B\b|frames/s|steps/s)")
 MODULES = sorted(p.stem for p in LEAN.glob("*.py") if p.stem != "__init__")
@@ -49,10 +47,7 @@ def _docstring(module: str) -> str:
 def test_each_lean_module_says_why_with_a_figure(module: str) -> None:
     doc = _docstring(module)
     assert re.search(r"^Why\b", doc, re.M), f"xdrl/lean/{module}.py: no 'Why' paragraph"
-    assert bool(FIGURE.search(doc)) != (module in NO_FIGURE_YET), (
-        f"xdrl/lean/{module}.py: a measured figure in its 'why'"
-        + (" (now there: drop it from NO_FIGURE_YET)" if module in NO_FIGURE_YET else "")
-    )
+    assert FIGURE.search(doc), f"xdrl/lean/{module}.py: no measured figure in its 'why'"
 
 
 @pytest.mark.parametrize("module", sorted(set(MODULES) - NOT_LEAN))
@@ -70,4 +65,4 @@ def test_each_lean_module_has_a_parity_test(module: str) -> None:
 
 
 def test_the_tables_name_only_modules_that_exist() -> None:
-    assert set(PARITY) | NOT_LEAN | NO_FIGURE_YET <= set(MODULES)
+    assert set(PARITY) | NOT_LEAN <= set(MODULES)

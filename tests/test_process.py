@@ -11,13 +11,13 @@ import torch
 from xdrl.run.process import setup_process
 
 
-def test_setup_process_sets_threads_and_routes_torchrl_logs(make_cfg, monkeypatch) -> None:
+def test_setup_process_sets_threads_and_routes_torchrl_logs(monkeypatch) -> None:
     monkeypatch.delenv("RL_LOGGING_LEVEL", raising=False)
     before = torch.get_num_threads()
     torchrl_log = logging.getLogger("torchrl")
     saved = (list(torchrl_log.handlers), torchrl_log.propagate, torchrl_log.level)
     try:
-        settings = setup_process(make_cfg("num_threads=1"))
+        settings = setup_process(1, [256, 256])  # an int is taken as given, however wide
         assert settings.num_threads == 1 and torch.get_num_threads() == 1
         assert settings.interactive is False  # pytest captures stdout: not a terminal
         assert torchrl_log.handlers == [] and torchrl_log.propagate
@@ -47,7 +47,7 @@ def test_concurrent_jobs_counts_the_jobs_that_share_this_machine(launcher, jobs)
     assert concurrent_jobs(launcher) == jobs
 
 
-def test_auto_threads_are_shared_by_sweep_jobs_and_collector_workers(make_cfg, monkeypatch) -> None:
+def test_auto_threads_are_shared_by_sweep_jobs_and_collector_workers(monkeypatch) -> None:
     import torch
 
     import xdrl.run.process as process
@@ -57,11 +57,11 @@ def test_auto_threads_are_shared_by_sweep_jobs_and_collector_workers(make_cfg, m
     monkeypatch.setattr("xdrl.run.threads.available_cores", lambda: 2)
     before = torch.get_num_threads()
     try:
-        cfg = make_cfg("algorithm=sac")  # 256-wide: 2 threads alone on 2 cores
-        assert process.setup_process(cfg).num_threads == 1  # two jobs share the two cores
+        wide = [256, 256]  # 2 threads alone on 2 cores
+        assert process.setup_process("auto", wide).num_threads == 1  # two jobs share two cores
         monkeypatch.setattr(process, "_hydra_launcher", lambda: None)
-        assert process.setup_process(cfg).num_threads == 2
-        workers = make_cfg("algorithm=sac", "collector=multiprocess", "collector.workers=1")
-        assert process.setup_process(workers).num_threads == 1  # the worker takes a core
+        assert process.setup_process("auto", wide).num_threads == 2
+        workers = process.setup_process("auto", wide, workers=1)
+        assert workers.num_threads == 1  # the worker takes a core
     finally:
         torch.set_num_threads(before)

@@ -67,7 +67,9 @@ def fake_run(
     }
     for override in overrides:
         key, value = override.split("=", 1)
-        if key not in ("seed", "env.id"):
+        if key == "algorithm":  # Hydra composes a group's option into the group's node
+            cfg[key] = {"build": {"_target_": f"xdrl.algorithms.{value}.build"}}
+        elif key not in ("seed", "env.id"):
             cfg[key] = value
     cfg.update(config or {})
     (run_dir / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))

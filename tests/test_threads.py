@@ -8,13 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from xdrl.run.threads import (
     available_cores,
     busy_cpus,
     cgroup_cpu_quota,
-    hidden_sizes,
     resolve_num_threads,
     wants_cores,
 )
@@ -39,9 +37,21 @@ def test_an_integer_passes_through() -> None:
     assert resolve_num_threads(3, [256], cores=2) == 3
 
 
-def test_hidden_sizes_reads_every_cells_key() -> None:
-    build = OmegaConf.create({"actor_cells": [64, 64], "critic_cells": [256, 256], "gamma": 0.99})
-    assert hidden_sizes(build) == [64, 64, 256, 256]
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["algorithm=sac", "algorithm.build.critic_cells=[128]"], [256, 256, 128]),  # every key
+        (["algorithm=dqn"], [64, 64]),  # q_cells
+        (["experiment=atari_ppo"], [64, 64, 64, 64, 512]),  # + the Nature CNN's feature layer
+    ],
+)
+def test_the_spec_gives_every_hidden_width_the_thread_rule_reads(
+    overrides: list[str], expected: list[int], tmp_path: Path
+) -> None:
+    from tests.conftest import compose_config
+    from xdrl.config.spec import RunSpec
+
+    assert RunSpec.of(compose_config(overrides, tmp_path / "run")).hidden_sizes == expected
 
 
 def test_cgroup_v2_quota_is_the_tightest_on_the_path_rounded_up(tmp_path: Path) -> None:

@@ -64,6 +64,8 @@ RUN = [
         (["collector.workers=2"], "2 workers with collector=single (in-process)"),
         ([*WORKERS, "env.normalize_observations=true"],
          "not supported with collector=multiprocess yet"),
+        ([*WORKERS, "algorithm.build.recurrent=lstm", "algorithm.build.minibatch_size=2048"],
+         "multiprocess with a recurrent policy (algorithm.build.recurrent) is not supported yet"),
     ],
 )  # fmt: skip
 def test_bad_worker_settings_are_config_errors(

@@ -84,13 +84,11 @@ def train(cfg: DictConfig) -> float | None:
         if record is not None:
             _write_record(record, only_if_absent=True)
         spec = _run_spec(cfg)  # every value, before torch is imported
+        _check_resume(spec)  # a sweep job's here; a single run's was the pre-check's: kept
         accept = None if record is None else lambda: _write_record(record, only_if_absent=False)
         if _in_multirun():
             return _sweep_job(spec, accept)
-        from xdrl.run.lifecycle import run
-        from xdrl.run.process import setup_process
-
-        return run(spec, setup_process(cfg), accept=accept)
+        return _run(spec, accept)
     except RunError as err:  # the traceback is in the run's log
         print(f"xdrl-train: error: {err}", file=sys.stderr)
         if _in_multirun():
@@ -150,10 +148,7 @@ def _sweep_job(spec: RunSpec, accept: Callable[[], None] | None) -> float | None
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
     try:
-        from xdrl.run.lifecycle import run
-        from xdrl.run.process import setup_process
-
-        return run(spec, setup_process(spec.cfg), accept=accept)
+        return _run(spec, accept)
     except SystemExit as err:
         if err.code != 128 + signal.SIGINT:  # SIGTERM / USR2: requeue as before
             raise
@@ -166,6 +161,18 @@ def _sweep_job(spec: RunSpec, accept: Callable[[], None] | None) -> float | None
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _run(spec: RunSpec, accept: Callable[[], None] | None) -> float | None:
+    """Set up the process for ``spec`` (threads from its networks' widths), then train it."""
+    from xdrl.run.lifecycle import run
+    from xdrl.run.process import setup_process
+
+    return run(
+        spec,
+        setup_process(spec.num_threads, spec.hidden_sizes, spec.collector_workers),
+        accept=accept,
+    )
 
 
 def _in_multirun() -> bool:
@@ -198,8 +205,11 @@ def _precheck(args: list[str]) -> str | None:
         check_writable_dir(run_dir, "hydra.run.dir")
         with open_dict(cfg):
             del cfg["hydra"]
+            for key, value in (("run_dir", os.path.abspath(run_dir)), ("exp_name", job_name)):
+                if OmegaConf.is_interpolation(cfg, key):  # ${hydra:...}: what the job resolves
+                    cfg[key] = value
         spec = check_config(cfg)
-        _check_resume(cfg, run_dir, job_name)
+        _check_resume(spec)
     except ConfigError as err:
         return str(err)
     _prechecked[:] = [spec]
@@ -328,22 +338,20 @@ def _missing_swept_option(swept: dict[str, list[str]]) -> str | None:
     return None
 
 
-def _check_resume(cfg: DictConfig, run_dir: str, job_name: str) -> None:
-    """Refuse a resume that changed what shapes the model before Hydra touches the run dir (the
-    run checks again, sweep jobs included)."""
-    from xdrl.config.resume import check_resume_config
+def _check_resume(spec: RunSpec) -> None:
+    """Refuse a resume that changed what shapes the model, or the seed, before anything is
+    written: a single run's in the pre-check (before Hydra makes or touches the run dir), a sweep
+    job's at its start. The answer stays on ``spec.resume_check``, which the run reads instead
+    of comparing again; a config that does not resolve here is left to the run's own check."""
+    from xdrl.config.resume import NEVER, checkpoints_by_name
 
-    if cfg.resume == "never" or not (cfg.resume or Path(run_dir).is_dir()):
+    if spec.resume == NEVER or not (spec.resume or Path(spec.run_dir).is_dir()):
         return
-    plain = cfg.copy()
-    with open_dict(plain):  # the values Hydra's runtime gives them
-        plain.run_dir, plain.exp_name = os.path.abspath(run_dir), job_name
     try:
-        config = OmegaConf.to_container(plain, resolve=True)
+        spec.resolved  # noqa: B018 - resolved once, here; kept on the spec
     except Exception:  # noqa: BLE001 - a value needing Hydra: the run's own check decides
         return
-    if isinstance(config, dict):
-        check_resume_config({str(k): v for k, v in config.items()}, cfg.resume, run_dir)
+    spec.resume_check.newest(checkpoints_by_name(spec.resume, spec.run_dir))
 
 
 def _missing_option(text: str) -> str:

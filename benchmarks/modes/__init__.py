@@ -12,6 +12,7 @@ from benchmarks.modes import (
     hook_overhead,
     off_policy,
     ppo_throughput,
+    recurrent,
     scale,
     startup,
     time_to_475,
@@ -36,4 +37,5 @@ MODES: dict[str, Mode] = {
     "startup": Mode(startup.run, startup.rows, needs_sb3=False),
     "atari": Mode(atari.run, atari.rows),
     "collectors": Mode(collectors.run, collectors.rows, needs_sb3=False),
+    "recurrent": Mode(recurrent.run, recurrent.rows),
 }

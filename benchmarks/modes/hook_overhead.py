@@ -33,6 +33,7 @@ def _train_fps(frames: int, rep: int, hooks: bool) -> float:
     from hydra import compose, initialize_config_module
     from omegaconf import open_dict
 
+    from xdrl.config.check import check_config
     from xdrl.run.process import setup_process
     from xdrl.training.build import build_trainer
 
@@ -42,8 +43,9 @@ def _train_fps(frames: int, rep: int, hooks: bool) -> float:
     run_dir = tempfile.mkdtemp(prefix="xdrl-hooks-")
     with open_dict(cfg):
         cfg.run_dir, cfg.exp_name = run_dir, "bench"
-    setup_process(cfg)  # threads and tensordict's pandas lookup, as xdrl-train sets them
-    run = build_trainer(cfg)
+    spec = check_config(cfg)
+    setup_process(spec.num_threads, spec.hidden_sizes)  # threads, pandas lookup: as xdrl-train
+    run = build_trainer(spec)
     if not hooks:
         _hookless(run.trainer)
     torch.manual_seed(rep)

@@ -15,7 +15,11 @@ ask-and-tell loop:
 - a continued study never re-samples what it measured: a seeded sampler continues from a seed
   derived from the study's length (:func:`continued_seed`), and a configuration a trial already
   holds is not launched again (the ask is told FAIL with ``duplicate_of``, the next one tried);
-- the best trial so far is written to ``<sweep dir>/optimization_results.yaml`` after each batch.
+- the best trial so far is written to ``<sweep dir>/optimization_results.yaml`` after each batch,
+  and every trial with the parameter importances to ``<sweep dir>/study.md``;
+- with ``seeds_per_trial: k`` each trial runs k tuning seeds as k jobs and its value is their
+  aggregate (:mod:`.seeded`; a ``pruner`` stops a trial between seeds), and ``recheck`` re-runs
+  the best trials on fresh test seeds and writes the winner as a preset (:mod:`.recheck`).
 
 Loaded by Hydra at start-up: Optuna is imported only when the sweep starts.
 """
@@ -23,11 +27,13 @@ Loaded by Hydra at start-up: Optuna is imported only when the sweep starts.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import math
 import os
 import sys
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,20 +45,28 @@ from hydra.core.override_parser.types import (
     RangeSweep,
 )
 from hydra.core.plugins import Plugins
-from hydra.core.utils import JobReturn, JobStatus
+from hydra.core.utils import JobReturn
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from xdrl.config.errors import ConfigError, first_line
-from xdrl.run.layout import SUMMARY_FILE
+from hydra_plugins.xdrl_optuna.recheck import RECHECK_DIR, run_recheck
+from hydra_plugins.xdrl_optuna.seeded import job_folder, outcome, run_seeded
+from hydra_plugins.xdrl_optuna.seeds import (
+    INTERVAL_ATTR,
+    SEED_VALUES_ATTR,
+    SEEDS_ATTR,
+    check_seed_settings,
+    tuning_seeds,
+)
+from hydra_plugins.xdrl_optuna.study_report import DUPLICATE_ATTR, write_study_report
+from xdrl.config.errors import ConfigError
 from xdrl.sweep.stop import sweep_interrupted
 from xdrl.sweep.summary import OPTUNA_RESULTS  # the sweep table reads it back
 
 log = logging.getLogger(__name__)
 
 STUDY_FILE = "optuna.db"
-DUPLICATE_ATTR = "duplicate_of"  # user attribute of an ask that repeated a trial's configuration
 MAX_DUPLICATE_ASKS = 20  # repeats in a row after which the sampler is taken to be stuck
 
 
@@ -179,10 +193,16 @@ class OptunaSweeper(Sweeper):
         n_trials: finished trials the study should hold in all (a re-run counts earlier ones).
         n_jobs: trials launched at once (the launcher decides where they run).
         params: the search space, ``{key: "interval(0.1, 0.3)"}`` (command-line sweeps add to it).
+        seeds_per_trial: tuning seeds each trial runs (``seed`` .. ``seed + k - 1``), one job each.
+        aggregate: a trial's value from its seeds' values: ``iqm``, ``mean``, ``median``, ``min``.
+        pruner: an Optuna pruner config (``WilcoxonPruner``) judging a trial seed by seed.
+        recheck: ``{top, seeds, first_seed}``: re-run the ``top`` best trials on ``seeds`` test
+            seeds from ``first_seed`` on, and write the best after re-check as a preset.
 
     Example::
 
         xdrl-train -m hparams_search=ppo_cartpole hydra.sweeper.n_trials=40
+        xdrl-train -m hparams_search=ppo_cartpole_seeds hydra/sweeper/pruner=wilcoxon
     """
 
     def __init__(
@@ -194,6 +214,10 @@ class OptunaSweeper(Sweeper):
         n_trials: int = 20,
         n_jobs: int = 1,
         params: dict[str, str] | None = None,
+        seeds_per_trial: int = 1,
+        aggregate: str = "iqm",
+        pruner: Any = None,
+        recheck: dict[str, int] | None = None,
     ) -> None:
         self.sampler_config = sampler
         self.direction = direction
@@ -202,6 +226,10 @@ class OptunaSweeper(Sweeper):
         self.n_trials = n_trials
         self.n_jobs = n_jobs
         self.params = dict(params or {})
+        self.seeds_per_trial = seeds_per_trial
+        self.aggregate = aggregate
+        self.pruner = _built(pruner)
+        self.recheck = {"top": 0, "seeds": 10, "first_seed": 1000, **(recheck or {})}
         self.config: DictConfig | None = None
         self.launcher: Any = None
         self.hydra_context: HydraContext | None = None
@@ -232,6 +260,8 @@ class OptunaSweeper(Sweeper):
         ]
         if not overrides:
             raise ConfigError("hydra.sweeper.params", "no search space; add key: interval(a,b)")
+        if "seed" in overrides and self._seeded:
+            raise ConfigError("seed", "is set by hydra.sweeper.seeds_per_trial; do not search it")
         space = {key: distribution(key, o) for key, o in overrides.items()}
         spec = {key: _text(o) for key, o in overrides.items()}
         check_space(self.config, space, spec)
@@ -251,6 +281,7 @@ class OptunaSweeper(Sweeper):
                 raise ConfigError(
                     "hydra.sweeper.n_trials", "n_trials and n_jobs must be >= 1; set e.g. 20 and 1"
                 )
+            self._check_seeds()
         except ConfigError as err:
             print(f"xdrl-train: config error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -260,6 +291,78 @@ class OptunaSweeper(Sweeper):
         study = self._study(sweep_dir)
         self._run(study, space, fixed, sweep_dir)
         _log_best(study)
+        if self.recheck["top"] and not sweep_interrupted(sweep_dir):
+            self._recheck(study, fixed, sweep_dir)
+
+    # Several seeds per trial ----------------------------------------------------------------
+
+    @property
+    def _seeded(self) -> bool:
+        """Whether trials run as one job per seed (several seeds, or a pruner between seeds)."""
+        return self.seeds_per_trial != 1 or self._prunes
+
+    @property
+    def _prunes(self) -> bool:
+        from optuna.pruners import NopPruner
+
+        return self.pruner is not None and not isinstance(self.pruner, NopPruner)
+
+    def _base_seed(self) -> int:
+        assert self.config is not None
+        return int(self.config.seed) if "seed" in self.config else 0
+
+    def _check_seeds(self) -> None:
+        check_seed_settings(
+            seeds_per_trial=self.seeds_per_trial,
+            aggregate_name=self.aggregate,
+            base_seed=self._base_seed(),
+            recheck=self.recheck,
+        )
+        if self._prunes and self.seeds_per_trial < 2:
+            raise ConfigError(
+                "hydra.sweeper.pruner",
+                "prunes between a trial's seeds; set seeds_per_trial >= 2 (or pruner=none)",
+            )
+
+    def _launch_seeded(
+        self, jobs: list[tuple[Any, int]], fixed: list[str], folder: Callable[[Any, int], str]
+    ) -> Sequence[JobReturn]:
+        """One launch of ``(trial, seed)`` jobs, each in ``<sweep dir>/<folder(trial, seed)>``."""
+        overrides = [
+            [
+                *_unseeded(fixed),
+                *(f"{k}={_show(v)}" for k, v in trial.params.items()),
+                f"seed={seed}",
+                f"hydra.sweep.subdir={folder(trial, seed)}",
+            ]
+            for trial, seed in jobs
+        ]
+        first, seed = jobs[0]
+        start = first.number * self.seeds_per_trial + max(seed - self._base_seed(), 0)
+        return list(self.launcher.launch(overrides, initial_job_idx=start))
+
+    def _recheck(self, study: Any, fixed: list[str], sweep_dir: Path) -> None:
+        """Re-run the best trials on the test seeds; the winner becomes a preset file."""
+        assert self.config is not None and self.hydra_context is not None
+        loader, config = self.hydra_context.config_loader, self.config
+
+        def compose(overrides: list[str]) -> DictConfig:
+            return loader.load_sweep_config(config, overrides)
+
+        rows = run_recheck(
+            study,
+            settings=self.recheck,
+            aggregate_name=self.aggregate,
+            fixed=_unseeded(fixed),
+            launch=lambda jobs: self._launch_seeded(
+                jobs, fixed, lambda t, s: f"{RECHECK_DIR}/{job_folder(t.number, s)}"
+            ),
+            compose=compose,
+            sweep_dir=sweep_dir,
+            interrupted=lambda: sweep_interrupted(sweep_dir),
+        )
+        if rows:
+            _write_results(study, sweep_dir, recheck=rows)
 
     def _study(self, sweep_dir: Path) -> Any:
         import optuna
@@ -271,6 +374,7 @@ class OptunaSweeper(Sweeper):
             study_name=name,
             storage=storage,
             sampler=optuna.samplers.RandomSampler(),  # replaced below, once the length is known
+            pruner=self.pruner if self._prunes else None,
             direction=self.direction,  # type: ignore[arg-type]  # checked in sweep()
             load_if_exists=True,
         )
@@ -321,12 +425,44 @@ class OptunaSweeper(Sweeper):
             self._launch(study, trials, fixed, sweep_dir)
 
     def _launch(self, study: Any, trials: list[Any], fixed: list[str], sweep_dir: Path) -> None:
+        if self._seeded:
+            run_seeded(
+                study,
+                trials,
+                seeds=tuning_seeds(self._base_seed(), self.seeds_per_trial),
+                aggregate_name=self.aggregate,
+                prune=self._prunes,
+                launch=lambda jobs: self._launch_seeded(
+                    jobs, fixed, lambda t, s: job_folder(t.number, s)
+                ),
+                interrupted=lambda: sweep_interrupted(sweep_dir),
+            )
+            _write_results(study, sweep_dir)
+            return
         for start, group in _consecutive(trials):
             jobs = [[*fixed, *(f"{k}={_show(v)}" for k, v in t.params.items())] for t in group]
             returns = self.launcher.launch(jobs, initial_job_idx=start)
             for trial, ret in zip(group, returns, strict=True):
                 _tell(study, trial, ret)
         _write_results(study, sweep_dir)
+
+
+def _unseeded(fixed: list[str]) -> list[str]:
+    """The command's overrides without ``seed=``: each seeded job sets its own."""
+    return [f for f in fixed if f.split("=", 1)[0].lstrip("+~") != "seed"]
+
+
+def _built(pruner: Any) -> Any:
+    """The pruner, built here when its config says ``_partial_: true``: Optuna's
+    ``ExperimentalWarning`` for ``WilcoxonPruner`` would otherwise print three lines on stderr
+    at every start (the pruner's config file says it is experimental)."""
+    if not isinstance(pruner, functools.partial):
+        return pruner
+    from optuna.exceptions import ExperimentalWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        return pruner()
 
 
 def _ask_unmeasured(study: Any, space: dict[str, Any], size: int) -> list[Any]:
@@ -433,31 +569,17 @@ def _tell(study: Any, trial: Any, ret: JobReturn) -> None:
     run was interrupted (Ctrl-C, SIGTERM) stays running: the same command continues it."""
     from optuna.trial import TrialState
 
-    status = _run_status(ret)
-    if status in ("interrupted", "stopped"):
-        log.info("Trial %d was %s: the same command continues it", trial.number, status)
+    kind, result = outcome(ret)
+    if kind == "interrupted":
+        log.info("Trial %d was %s: the same command continues it", trial.number, result)
         return
-    if ret.status == JobStatus.FAILED:
-        reason = first_line(ret._return_value)
-    elif not isinstance(ret.return_value, int | float) or math.isnan(ret.return_value):
-        reason = f"the run returned no objective (got {ret.return_value!r}); see its summary.json"
-    else:
-        study.tell(trial.number, float(ret.return_value))
+    if kind == "value":
+        study.tell(trial.number, result)
         return
+    reason = result
     trial.set_user_attr("error", reason)
     study.tell(trial.number, state=TrialState.FAIL)
     log.warning("Trial %d failed: %s", trial.number, reason)
-
-
-def _run_status(ret: JobReturn) -> str | None:
-    """The ``status`` of the job's summary.json, if it wrote one."""
-    import json
-
-    try:
-        out = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))  # type: ignore[union-attr]
-        return str(json.loads((out / SUMMARY_FILE).read_text()).get("status"))
-    except Exception:  # noqa: BLE001 - no summary: the job's JobReturn decides
-        return None
 
 
 def _finished(study: Any) -> int:
@@ -475,8 +597,11 @@ def _best(study: Any) -> Any:
     return study.best_trial if study.get_trials(states=(TrialState.COMPLETE,)) else None
 
 
-def _write_results(study: Any, sweep_dir: Path) -> None:
-    """``optimization_results.yaml``: the best trial so far and the trial counts (atomic)."""
+def _write_results(
+    study: Any, sweep_dir: Path, recheck: list[dict[str, Any]] | None = None
+) -> None:
+    """``optimization_results.yaml``: the best trial so far and the trial counts (atomic); after
+    a re-check, its table (search vs re-check value per trial, the recommended one first)."""
     from optuna.trial import TrialState
 
     best = _best(study)
@@ -486,6 +611,9 @@ def _write_results(study: Any, sweep_dir: Path) -> None:
         state.name.lower(): sum(t.state == state for t in trials)
         for state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING)
     }
+    pruned = sum(t.state == TrialState.PRUNED for t in trials)
+    if pruned:  # only a pruner prunes
+        counts["pruned"] = pruned
     counts["fail"] -= repeats
     counts["duplicate"] = repeats  # asks that repeated a trial's configuration: not launched
     results = {
@@ -495,10 +623,17 @@ def _write_results(study: Any, sweep_dir: Path) -> None:
         "best_value": float(best.value) if best is not None else None,
         "trials": counts,
     }
+    if best is not None and SEEDS_ATTR in best.user_attrs:
+        results["best_seed_values"] = best.user_attrs.get(SEED_VALUES_ATTR)
+        results["best_interval"] = best.user_attrs.get(INTERVAL_ATTR)
+    if recheck:
+        results["recheck"] = recheck
+        results["recommended"] = {k: recheck[0].get(k) for k in ("trial", "params", "preset")}
     path = sweep_dir / OPTUNA_RESULTS
     tmp = path.with_name(path.name + ".tmp")
     OmegaConf.save(OmegaConf.create(results), tmp)
     os.replace(tmp, path)
+    write_study_report(study, sweep_dir)
 
 
 def _log_best(study: Any) -> None:

@@ -235,11 +235,13 @@ class ParetoSweeper(Sweeper):
 
 def _completed_by_w0(sweep_dir: Path) -> dict[float, int]:
     """How many completed jobs the sweep dir already holds for each rounded ``w0``."""
+    from xdrl.pareto.report import run_spec
     from xdrl.pareto.runs import read_sweep
 
     counts: dict[float, int] = {}
     for run in read_sweep(sweep_dir):
-        weights = (run.config.get("env") or {}).get("reward_weights")
+        spec = run_spec(run)
+        weights = None if spec is None else spec.reward_weights
         if run.status == "completed" and weights:
             key = round(float(weights[0]), 6)
             counts[key] = counts.get(key, 0) + 1

@@ -6,6 +6,7 @@ from torchrl.objectives import A2CLoss
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
+from xdrl.algorithms.recurrent import RecurrentLoss
 from xdrl.config.types import (
     Activation,
     Cells,
@@ -14,6 +15,7 @@ from xdrl.config.types import (
     Fraction,
     NonNegativeFloat,
     PositiveInt,
+    RecurrentCell,
 )
 
 
@@ -32,15 +34,31 @@ def build(
     lmbda: Fraction = 1.0,
     epochs: PositiveInt = 1,
     minibatch_size: PositiveInt | None = None,
+    recurrent: RecurrentCell | None = None,
+    recurrent_hidden: PositiveInt = 64,
+    recurrent_critic: bool = False,
+    lean: bool = True,
 ) -> AlgorithmParts:
-    """Build A2C for ``env`` (discrete or continuous actions).
+    """Build A2C for ``env`` (discrete or continuous actions); ``recurrent`` (lstm | gru) as
+    PPO's (:mod:`xdrl.algorithms.recurrent`); ``lean`` (supplied by xdrl): xdrl's GAE and
+    minibatch buffer, else TorchRL's.
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=40)
     """
     minibatch_size = minibatch_size or frames_per_batch
-    actor, critic = actor_critic(env, actor_cells, critic_cells, activation, device, encoder)
-    loss = A2CLoss(
+    actor, critic = actor_critic(
+        env,
+        actor_cells,
+        critic_cells,
+        activation,
+        device,
+        encoder,
+        recurrent=recurrent,
+        recurrent_hidden=recurrent_hidden,
+        recurrent_critic=recurrent_critic,
+    )
+    loss = (RecurrentA2CLoss if recurrent else A2CLoss)(
         actor,
         critic,
         entropy_bonus=entropy_coef > 0,
@@ -59,4 +77,10 @@ def build(
         gamma=gamma,
         lmbda=lmbda,
         device=device,
+        num_envs=int(env.batch_size[0]) if env.batch_size else 1,
+        lean=lean,
     )
+
+
+class RecurrentA2CLoss(RecurrentLoss, A2CLoss):
+    """TorchRL's ``A2CLoss`` run in recurrent mode (a recurrent actor or critic)."""

@@ -25,6 +25,7 @@ from torch import nn
 from torchrl.data import TensorSpec
 from torchrl.envs import LineariseRewards
 from torchrl.modules import EGreedyModule, QValueActor
+from torchrl.objectives import DQNLoss
 
 from xdrl.algorithms.common import (
     AlgorithmParts,
@@ -88,6 +89,7 @@ def build(
     target_update: Literal["hard", "soft"] = "hard",
     tau: OpenFraction = 0.005,
     hard_update_interval: PositiveInt = 10,
+    lean: bool = True,
 ) -> AlgorithmParts:
     """Build DQN for ``env`` (discrete actions only); image observations get a Nature CNN
     torso, and frame stacks a replay buffer that stores each frame once.
@@ -97,7 +99,10 @@ def build(
     Q-value at the start (see :func:`initialize_q`); ``auto`` takes ``q_init_bound`` (an upper
     bound of each objective's return, e.g. the env's ideal point) scalarized with the env's
     reward weights, an optimistic start. ``eval_epsilon`` is the exploration of the evaluation
-    policy under random exploration (see the module docstring).
+    policy under random exploration (see the module docstring). ``lean`` (supplied by xdrl):
+    xdrl's loss, exploration policy, replay buffers and target update, else TorchRL's
+    ``DQNLoss``, ``TensorDictSequential(QValueActor, EGreedyModule)``,
+    ``TensorDictReplayBuffer`` and ``HardUpdate``/``SoftUpdate``.
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
@@ -113,14 +118,14 @@ def build(
     if q_init is not None:
         value = auto_q_init(env, q_init_bound) if q_init == "auto" else float(q_init)
         initialize_q(actor, value, linear=not q_cells)
-    greedy = LeanEGreedyModule(
+    greedy = (LeanEGreedyModule if lean else EGreedyModule)(
         env.full_action_spec_unbatched["action"],
         eps_init=float(eps_init),
         eps_end=float(eps_end),
         annealing_num_steps=max(1, eps_annealing_frames),
         device=device,
     )
-    loss = LeanDQNLoss(
+    loss = (LeanDQNLoss if lean else DQNLoss)(
         actor,
         loss_function=loss_function,
         delay_value=True,
@@ -130,11 +135,16 @@ def build(
     )
     loss.make_value_estimator(gamma=gamma)
     updater = target_updater(
-        loss, target_update=target_update, tau=tau, hard_update_interval=hard_update_interval
+        loss,
+        target_update=target_update,
+        tau=tau,
+        hard_update_interval=hard_update_interval,
+        lean=lean,
     )
+    policy_class = EpsilonGreedyQPolicy if lean else TensorDictSequential
     return off_policy_parts(
         loss,
-        policy=EpsilonGreedyQPolicy(actor, greedy),
+        policy=policy_class(actor, greedy),
         eval_policy=evaluation_policy(
             actor, env.full_action_spec_unbatched["action"], float(eval_epsilon)
         ),
@@ -147,6 +157,7 @@ def build(
         extra_hooks=[(None, ExplorationAnnealingHook(greedy))],
         value_gamma=float(gamma),
         frame_stack=stacked_frames(env) if torso is not None else None,
+        lean=lean,
     )
 
 

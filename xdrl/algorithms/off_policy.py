@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 from tensordict import NestedKey
+from torchrl.data import TensorDictReplayBuffer
 from torchrl.objectives import HardUpdate, SoftUpdate
 from torchrl.trainers import ReplayBufferTrainer, TargetNetUpdaterHook, Trainer, TrainerHookBase
 
@@ -20,18 +21,28 @@ KEY = "algorithm.build"
 
 
 def replay_buffer(
-    buffer_size: int, batch_size: int, keys: Sequence[NestedKey] | None = None
+    buffer_size: int,
+    batch_size: int,
+    keys: Sequence[NestedKey] | None = None,
+    *,
+    lean: bool = True,
 ) -> ReplayBufferTrainer:
     """A uniform replay buffer of ``buffer_size`` transitions, sampled ``batch_size`` at a time,
     storing only ``keys`` when given (the loss's ``in_keys``); a checkpoint holds its filled
-    rows, not its capacity (:class:`FilledTensorStorage`)."""
+    rows, not its capacity (:class:`FilledTensorStorage`). Not ``lean``: TorchRL's
+    ``TensorDictReplayBuffer`` storing whole transitions (on the same storage: checkpoint
+    size is not speed)."""
     if batch_size > buffer_size:
         raise ConfigError(
             f"{KEY}.batch_size", f"must be in [1, buffer_size={buffer_size}], got {batch_size}"
         )
-    buffer = LeanReplayBuffer(
-        storage=FilledTensorStorage(buffer_size), batch_size=batch_size, keys=keys
-    )
+    storage = FilledTensorStorage(buffer_size)
+    if not lean:
+        return ReplayBufferTrainer(
+            TensorDictReplayBuffer(storage=storage, batch_size=batch_size),
+            flatten_tensordicts=True,
+        )
+    buffer = LeanReplayBuffer(storage=storage, batch_size=batch_size, keys=keys)
     return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
 
 
@@ -99,12 +110,16 @@ def target_source_lists(updater: SoftUpdate | HardUpdate) -> tuple[list, list]:
     return [t for t, _ in pairs], [s for _, s in pairs]
 
 
-def target_updater(loss_module, *, target_update: str, tau: float, hard_update_interval: int):
+def target_updater(
+    loss_module, *, target_update: str, tau: float, hard_update_interval: int, lean: bool = True
+):
     """SoftUpdate (Polyak ``tau`` per update) or HardUpdate (copy every
-    ``hard_update_interval`` updates); :class:`TargetUpdateHook` calls it."""
+    ``hard_update_interval`` updates), xdrl's lean ones or (not ``lean``) TorchRL's;
+    :class:`TargetUpdateHook` calls it."""
     if target_update == "soft":
-        return LeanSoftUpdate(loss_module, tau=tau)
-    return LeanHardUpdate(loss_module, value_network_update_interval=hard_update_interval)
+        return (LeanSoftUpdate if lean else SoftUpdate)(loss_module, tau=tau)
+    hard = LeanHardUpdate if lean else HardUpdate
+    return hard(loss_module, value_network_update_interval=hard_update_interval)
 
 
 def off_policy_hooks(
@@ -171,14 +186,16 @@ def off_policy_parts(
     value_gamma: float | None = None,
     frame_stack: int | None = None,
     target_clock: Any = None,
+    lean: bool = True,
 ) -> AlgorithmParts:
     """The parts of an off-policy method: a replay buffer (checkpointed), ``utd`` optimizer steps
     per collected frame, target updates by ``updater`` (after every optimizer step, or where
     ``target_clock`` says, see :class:`TargetUpdateHook`), then ``extra_hooks``.
     ``frame_stack``: observations are stacks of that many frames, kept once each
-    (:class:`FrameReplayBuffer`)."""
-    buffer: Any = replay_buffer(buffer_size, batch_size, getattr(loss_module, "in_keys", None))
-    if frame_stack is not None:
+    (:class:`FrameReplayBuffer`) unless not ``lean``: TorchRL's buffer keeps whole stacks."""
+    keys = getattr(loss_module, "in_keys", None)
+    buffer: Any = replay_buffer(buffer_size, batch_size, keys, lean=lean)
+    if lean and frame_stack is not None:
         buffer = FrameReplayBuffer(buffer_size, batch_size, stack=frame_stack)
     return AlgorithmParts(
         policy=policy,

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement
+from tensordict.nn import TensorDictSequential
+from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from torchrl.modules import ProbabilisticActor, ValueOperator
 from torchrl.objectives.value import GAE
 from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
@@ -20,6 +21,14 @@ from xdrl.algorithms.common import (
     stochastic_actor,
 )
 from xdrl.algorithms.encoders import has_image_encoder
+from xdrl.algorithms.recurrent import (
+    Cell,
+    RecurrentGAE,
+    env_rows,
+    is_recurrent,
+    recurrent_actor,
+)
+from xdrl.algorithms.recurrent import recurrent_critic as recurrent_critic_module
 from xdrl.config.errors import ConfigError
 from xdrl.lean.gae import advantages
 from xdrl.lean.mlp_forward import MLPForward
@@ -50,16 +59,17 @@ class WholeBatch:
 
 
 def minibatch_buffer(
-    frames_per_batch: int, minibatch_size: int, key: str
+    frames_per_batch: int, minibatch_size: int, key: str, *, lean: bool = True
 ) -> ReplayBufferTrainer | WholeBatch:
-    """One batch, sampled in minibatches without replacement (one epoch = one pass)."""
+    """One batch, sampled in minibatches without replacement (one epoch = one pass); not
+    ``lean``: TorchRL's ``TensorDictReplayBuffer``, also for a whole-batch minibatch."""
     if minibatch_size < 1 or frames_per_batch % minibatch_size:
         raise ConfigError(
             key, f"{minibatch_size} must be positive and divide frames_per_batch={frames_per_batch}"
         )
-    if minibatch_size == frames_per_batch:
+    if lean and minibatch_size == frames_per_batch:
         return WholeBatch()
-    buffer = LeanReplayBuffer(
+    buffer = (LeanReplayBuffer if lean else TensorDictReplayBuffer)(
         storage=LazyTensorStorage(frames_per_batch),
         sampler=SamplerWithoutReplacement(drop_last=True),
         batch_size=minibatch_size,
@@ -238,13 +248,17 @@ def on_policy_hooks(
     *,
     advantage_every_epoch: bool,
     scale_hooks: list | None = None,
+    lean: bool = True,
 ):
     """Reward scaling, GAE then buffer extend (per batch, or per epoch), minibatch sampling;
     one critic pass per observation (:class:`OnePassGAE`) for image critics, one stacked pass
-    (:class:`StackedValueGAE`) for the others."""
+    (:class:`StackedValueGAE`) for the others; not ``lean``: TorchRL's ``GAE`` through its
+    ``ValueEstimatorHook``."""
     critic = loss_module.critic_network
     value_hook: Any
-    if has_image_encoder(critic):
+    if not lean:
+        value_hook = ValueEstimatorHook(loss_module.value_estimator)
+    elif has_image_encoder(critic):
         value_hook = OnePassGAE(critic, _stateless_gae(loss_module))
     elif list(critic.in_keys) == ["observation"]:
         value_hook = StackedValueGAE(critic, _stateless_gae(loss_module))
@@ -266,13 +280,34 @@ def actor_critic(
     activation: str,
     device: str,
     encoder: str = "auto",
-) -> tuple[ProbabilisticActor, ValueOperator]:
+    recurrent: Cell | None = None,
+    recurrent_hidden: int = 64,
+    recurrent_critic: bool = False,
+) -> tuple[ProbabilisticActor, Any]:
     """A stochastic actor and a state-value critic for ``env`` (built in that order: seeds);
-    for images, both heads on one shared Nature CNN (CleanRL's and RL-Zoo's Atari PPO)."""
+    for images, both heads on one shared Nature CNN (CleanRL's and RL-Zoo's Atari PPO).
+    ``recurrent`` (lstm | gru): a cell of ``recurrent_hidden`` units after the actor's encoder,
+    and after the critic's with ``recurrent_critic`` (:mod:`xdrl.algorithms.recurrent`)."""
     act = activation_class(activation)
     torso = image_torso(env, encoder, device)
-    actor = stochastic_actor(env, actor_cells, act, device, torso)
-    return actor, state_value(env, critic_cells, act, device, torso)
+    if recurrent is None:
+        if recurrent_critic:
+            raise ConfigError(
+                "algorithm.build.recurrent_critic",
+                "needs a recurrent actor; set algorithm.build.recurrent=lstm (or gru) or "
+                "recurrent_critic=false",
+            )
+        actor = stochastic_actor(env, actor_cells, act, device, torso)
+        return actor, state_value(env, critic_cells, act, device, torso)
+    actor = recurrent_actor(
+        env, actor_cells, act, device, cell=recurrent, hidden=recurrent_hidden, torso=torso
+    )
+    if not recurrent_critic:
+        return actor, state_value(env, critic_cells, act, device, torso)
+    critic = recurrent_critic_module(
+        env, critic_cells, act, device, cell=recurrent, hidden=recurrent_hidden, torso=torso
+    )
+    return actor, critic
 
 
 def on_policy_parts(
@@ -288,13 +323,31 @@ def on_policy_parts(
     device: str,
     advantage_every_epoch: bool = False,
     reward_scale: float = 1.0,
+    num_envs: int = 1,
+    lean: bool = True,
 ) -> AlgorithmParts:
-    """GAE on ``critic``, the reward scale, the minibatch buffer and the parts around ``loss``."""
+    """GAE on ``critic``, the reward scale, the minibatch buffer and the parts around ``loss``
+    (whole env rows and recurrent-mode values for a recurrent actor: :func:`recurrent_parts`;
+    ``lean``: xdrl's GAE and buffer, else TorchRL's)."""
     loss.make_value_estimator(
         GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
     )
     scale_hooks = use_reward_scale(loss, reward_scale)
-    buffer = minibatch_buffer(frames_per_batch, minibatch_size, "algorithm.build.minibatch_size")
+    if is_recurrent(actor):
+        return recurrent_parts(
+            loss,
+            actor,
+            critic,
+            scale_hooks,
+            frames_per_batch=frames_per_batch,
+            minibatch_size=minibatch_size,
+            epochs=epochs,
+            num_envs=num_envs,
+            advantage_every_epoch=advantage_every_epoch,
+        )
+    buffer = minibatch_buffer(
+        frames_per_batch, minibatch_size, "algorithm.build.minibatch_size", lean=lean
+    )
     return AlgorithmParts(
         policy=actor,
         eval_policy=actor,
@@ -302,7 +355,53 @@ def on_policy_parts(
         optim_steps_per_batch=frames_per_batch // minibatch_size,
         num_epochs=epochs,
         hooks=on_policy_hooks(
-            loss, buffer, advantage_every_epoch=advantage_every_epoch, scale_hooks=scale_hooks
+            loss,
+            buffer,
+            advantage_every_epoch=advantage_every_epoch,
+            scale_hooks=scale_hooks,
+            lean=lean,
         ),
         modules=buffer_modules(buffer),
+    )
+
+
+def recurrent_parts(
+    loss,
+    actor,
+    critic,
+    scale_hooks: list,
+    *,
+    frames_per_batch: int,
+    minibatch_size: int,
+    epochs: int,
+    num_envs: int,
+    advantage_every_epoch: bool,
+) -> AlgorithmParts:
+    """The parts of a recurrent actor: minibatches of whole env rows (:class:`EnvRows`), GAE
+    with the critic run over sequences when it is recurrent (:class:`RecurrentGAE`), and a
+    collection policy that runs a recurrent critic beside the actor, so the env carries and the
+    batch stores its state too."""
+    rows = env_rows(frames_per_batch, num_envs, minibatch_size)
+    gae = _stateless_gae(loss)
+    value_hook: Any
+    if is_recurrent(critic):
+        gae.set_keys(value=loss.tensor_keys.value)
+        value_hook = RecurrentGAE(critic, gae, loss.tensor_keys.value)
+        policy: Any = TensorDictSequential(actor, critic)
+    else:
+        value_hook = (OnePassGAE if has_image_encoder(critic) else StackedValueGAE)(critic, gae)
+        policy = actor
+    stage = "pre_epoch" if advantage_every_epoch else "batch_process"
+    return AlgorithmParts(
+        policy=policy,
+        eval_policy=actor,
+        loss_module=loss,
+        optim_steps_per_batch=frames_per_batch // minibatch_size,
+        num_epochs=epochs,
+        hooks=[
+            *scale_hooks,
+            (stage, value_hook),
+            (stage, rows.extend),
+            ("process_optim_batch", rows.sample),
+        ],
     )

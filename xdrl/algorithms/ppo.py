@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from torchrl.objectives import ClipPPOLoss
 from torchrl.trainers import Trainer, TrainerHookBase
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.on_policy import actor_critic, on_policy_parts
+from xdrl.algorithms.recurrent import RecurrentLoss
 from xdrl.config.types import (
     Activation,
     Cells,
@@ -18,6 +20,7 @@ from xdrl.config.types import (
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
+    RecurrentCell,
 )
 from xdrl.lean.ppo_loss import LeanClipPPOLoss
 
@@ -42,15 +45,36 @@ def build(
     advantage_every_epoch: bool = False,
     reward_scale: PositiveFloat = 1.0,
     clip_schedule: Literal["constant", "linear"] = "constant",
+    recurrent: RecurrentCell | None = None,
+    recurrent_hidden: PositiveInt = 64,
+    recurrent_critic: bool = False,
+    lean: bool = True,
 ) -> AlgorithmParts:
     """Build PPO for ``env`` (discrete or continuous actions); image observations get a Nature
-    CNN shared by actor and critic (``encoder``), ``clip_schedule: linear`` anneals the clip.
+    CNN shared by actor and critic (``encoder``), ``clip_schedule: linear`` anneals the clip;
+    ``recurrent`` (lstm | gru) puts a cell after the actor's encoder (and the critic's with
+    ``recurrent_critic``) and trains on whole env rows (:mod:`xdrl.algorithms.recurrent`).
+    ``lean`` (supplied by xdrl, the run's ``lean``): xdrl's loss, GAE and minibatch buffer, else
+    TorchRL's ``ClipPPOLoss``, ``GAE`` and ``TensorDictReplayBuffer``.
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=256)
     """
-    actor, critic = actor_critic(env, actor_cells, critic_cells, activation, device, encoder)
-    loss = LeanClipPPOLoss(  # ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py)
+    actor, critic = actor_critic(
+        env,
+        actor_cells,
+        critic_cells,
+        activation,
+        device,
+        encoder,
+        recurrent=recurrent,
+        recurrent_hidden=recurrent_hidden,
+        recurrent_critic=recurrent_critic,
+    )
+    # LeanClipPPOLoss: ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py); with a cell,
+    # TorchRL's own loss in recurrent mode (the lean path reads single steps)
+    loss_class = RecurrentClipPPOLoss if recurrent else LeanClipPPOLoss if lean else ClipPPOLoss
+    loss = loss_class(
         actor,
         critic,
         clip_epsilon=clip_epsilon,
@@ -73,10 +97,16 @@ def build(
         device=device,
         advantage_every_epoch=advantage_every_epoch,
         reward_scale=reward_scale,
+        num_envs=int(env.batch_size[0]) if env.batch_size else 1,
+        lean=lean,
     )
     if clip_schedule == "linear":
         parts.hooks.append((None, ClipAnnealingHook(loss)))
     return parts
+
+
+class RecurrentClipPPOLoss(RecurrentLoss, ClipPPOLoss):
+    """TorchRL's ``ClipPPOLoss`` run in recurrent mode (a recurrent actor or critic)."""
 
 
 class ClipAnnealingHook(TrainerHookBase):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from torchrl.objectives import SACLoss
+
 from xdrl.algorithms.common import (
     AlgorithmParts,
     action_value,
@@ -45,8 +47,11 @@ def build(
     utd: PositiveFloat = 1.0,
     init_random_frames: NonNegativeInt = 5_000,
     tau: OpenFraction = 0.005,
+    lean: bool = True,
 ) -> AlgorithmParts:
-    """Build SAC for ``env`` (continuous actions only).
+    """Build SAC for ``env`` (continuous actions only); ``lean`` (supplied by xdrl): xdrl's loss,
+    replay buffer and target update, else TorchRL's ``SACLoss``, ``TensorDictReplayBuffer`` and
+    ``SoftUpdate``.
 
     Example:
         >>> parts = build(make_env("Pendulum-v1", num_envs=8), frames_per_batch=64)
@@ -55,7 +60,7 @@ def build(
     act = activation_class(activation)
     actor = stochastic_actor(env, actor_cells, act, device)
     qvalue = action_value(env, critic_cells, act, device)
-    loss = LeanSACLoss(
+    loss = (LeanSACLoss if lean else SACLoss)(
         actor,
         qvalue,
         num_qvalue_nets=2,
@@ -68,7 +73,7 @@ def build(
         deactivate_vmap=True,  # a loop over the two Q-nets: ~8% faster per step on CPU than vmap
     )
     loss.make_value_estimator(gamma=gamma)
-    updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1)
+    updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1, lean=lean)
     return off_policy_parts(
         loss,
         policy=actor,
@@ -79,4 +84,5 @@ def build(
         buffer_size=buffer_size,
         batch_size=batch_size,
         init_random_frames=init_random_frames,
+        lean=lean,
     )

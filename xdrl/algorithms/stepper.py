@@ -49,6 +49,8 @@ class DetachedOptimizationStepper(DefaultOptimizationStepper):
 
     Args:
         loss_components: loss entries to sum for the backward pass (None: every ``loss_*``).
+        lean: False: TorchRL's gradient norm and clipping (``DefaultOptimizationStepper``'s) and
+            the optimizer's own ``step()`` and ``zero_grad()`` (the run's ``lean: false``).
 
     The optimizer step and ``zero_grad`` go through :class:`FusedAdamStep` (torch's fused Adam
     kernel without ``Optimizer.step``'s wrappers, bit for bit the same update).
@@ -59,8 +61,16 @@ class DetachedOptimizationStepper(DefaultOptimizationStepper):
 
     _fused: FusedAdamStep | None = None
 
+    def __init__(self, loss_components: list[str] | None = None, *, lean: bool = True) -> None:
+        super().__init__(loss_components)
+        self.lean = lean
+
     def optimizer_step(self, optimizer: optim.Optimizer) -> None:
         """``optimizer.step()`` then ``optimizer.zero_grad(set_to_none=True)``."""
+        if not self.lean:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            return
         fused = self._fused
         if fused is None or fused.optimizer is not optimizer:
             fused = self._fused = FusedAdamStep(optimizer)
@@ -83,6 +93,14 @@ class DetachedOptimizationStepper(DefaultOptimizationStepper):
             torch.nn.utils.clip_grad_value_(params, clip_norm, foreach=True)
         return norm
 
+    def grad_norm(self, trainer: Trainer) -> torch.Tensor:
+        """The gradients' global norm, after clipping them as the trainer says (xdrl's foreach
+        version, or TorchRL's own when not ``lean``)."""
+        args = (trainer.optimizer, trainer.clip_grad_norm, trainer.clip_norm)
+        if not self.lean:
+            return torch.tensor(DefaultOptimizationStepper._compute_and_clip_grad_norm(*args))
+        return self._compute_and_clip_grad_norm(*args)
+
     def step(self, trainer: Trainer, sub_batch: TensorDictBase) -> TensorDictBase:
         """One optimizer step on ``sub_batch``; returns the detached loss entries and
         ``grad_norm``."""
@@ -95,9 +113,7 @@ class DetachedOptimizationStepper(DefaultOptimizationStepper):
         for item in items[1:]:
             total = total + item
         total.backward()
-        grad_norm = self._compute_and_clip_grad_norm(
-            trainer.optimizer, trainer.clip_grad_norm, trainer.clip_norm
-        )
+        grad_norm = self.grad_norm(trainer)
         self.optimizer_step(trainer.optimizer)
         # detached entries into a new TensorDict: ~8 us against ~20 for losses.detach() + set
         out = {key: value.detach() for key, value in losses.items()}

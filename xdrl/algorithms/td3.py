@@ -9,7 +9,9 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictSequential
 from torchrl.modules import AdditiveGaussianModule
+from torchrl.objectives import TD3Loss
 from torchrl.trainers import Trainer
 
 from xdrl.algorithms.common import (
@@ -45,13 +47,14 @@ class DelayedActorStepper(DetachedOptimizationStepper):
 
     Args:
         policy_delay: optimizer steps per actor update.
+        lean: see :class:`~xdrl.algorithms.stepper.DetachedOptimizationStepper`.
 
     Example:
         >>> Trainer(..., optimizer=adam, optimization_stepper=DelayedActorStepper(policy_delay=2))
     """
 
-    def __init__(self, policy_delay: int = 2) -> None:
-        super().__init__()
+    def __init__(self, policy_delay: int = 2, *, lean: bool = True) -> None:
+        super().__init__(lean=lean)
         self.policy_delay = int(policy_delay)
         self.count = 0
         self._last_actor_loss = torch.zeros(())
@@ -75,9 +78,7 @@ class DelayedActorStepper(DetachedOptimizationStepper):
             total = total + loss_actor
             self._last_actor_loss = loss_actor.detach()
         total.backward()
-        grad_norm = self._compute_and_clip_grad_norm(
-            trainer.optimizer, trainer.clip_grad_norm, trainer.clip_norm
-        )
+        grad_norm = self.grad_norm(trainer)
         self.optimizer_step(trainer.optimizer)
         return TensorDict(
             loss_qvalue=loss_qvalue.detach(),
@@ -114,9 +115,13 @@ def build(
     utd: PositiveFloat = 1.0,
     init_random_frames: NonNegativeInt = 5_000,
     tau: OpenFraction = 0.005,
+    lean: bool = True,
 ) -> AlgorithmParts:
     """Build TD3 for ``env`` (continuous actions only). Noise scales are fractions of the action
-    half-range, as in the TD3 paper's [-1, 1] actions.
+    half-range, as in the TD3 paper's [-1, 1] actions. ``lean`` (supplied by xdrl): xdrl's loss,
+    exploration policy, replay buffer, target update and optimizer step, else TorchRL's
+    ``TD3Loss``, ``TensorDictSequential(actor, noise)``, ``TensorDictReplayBuffer``,
+    ``SoftUpdate`` and ``optimizer.step()``.
 
     Example:
         >>> parts = build(make_env("Pendulum-v1", num_envs=8), frames_per_batch=64)
@@ -127,7 +132,7 @@ def build(
     act = activation_class(activation)
     actor = deterministic_actor(env, actor_cells, act, device)
     qvalue = action_value(env, critic_cells, act, device)
-    loss = LeanTD3Loss(
+    loss = (LeanTD3Loss if lean else TD3Loss)(
         actor,
         qvalue,
         action_spec=env.full_action_spec_unbatched["action"],
@@ -146,11 +151,11 @@ def build(
         sigma_end=float(exploration_noise * scale),
         device=device,
     )
-    updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1)
-    stepper = DelayedActorStepper(policy_delay)
+    updater = target_updater(loss, target_update="soft", tau=tau, hard_update_interval=1, lean=lean)
+    stepper = DelayedActorStepper(policy_delay, lean=lean)
     return off_policy_parts(
         loss,
-        policy=NoisyTanhActor(actor, noise),
+        policy=NoisyTanhActor(actor, noise) if lean else TensorDictSequential(actor, noise),
         eval_policy=actor,
         updater=updater,
         frames_per_batch=frames_per_batch,
@@ -160,4 +165,5 @@ def build(
         init_random_frames=init_random_frames,
         optimization_stepper=stepper,
         target_clock=stepper,  # targets move with the actor (TD3 paper, SB3)
+        lean=lean,
     )

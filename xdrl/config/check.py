@@ -31,44 +31,32 @@ or a folder.
 
 from __future__ import annotations
 
-import ast
 import difflib
-import functools
 import importlib.util
 import inspect
 import logging
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
-from xdrl.config import types as config_types
 from xdrl.config.errors import ConfigError
-from xdrl.config.spec import RunSpec
+from xdrl.config.signatures import read_signature
+from xdrl.config.spec import RunSpec, composed_defaults
 from xdrl.config.types import Fraction, NonNegativeFloat, PositiveFloat
 from xdrl.envs.atari import check_atari, is_atari_id
 from xdrl.envs.factory import check_env, is_image_shape
+from xdrl.envs.masking import check_mask
 
 log = logging.getLogger(__name__)
 
 ATARI_FACTORY = "xdrl.envs.atari.make_atari_env"
 
 _STRICT = ConfigDict(strict=True)
-_NAMESPACE: dict[str, Any] = {  # what a signature's annotations may name (read_signature)
-    "Annotated": Annotated,
-    "Any": Any,
-    "Field": Field,
-    "Literal": Literal,
-    "Sequence": Sequence,
-    **{n: getattr(config_types, n) for n in config_types.RANGE_TYPES},
-    **{t.__name__: t for t in (int, float, str, bool, dict, list, tuple)},
-    "None": None,
-}
 
 # Device types torch knows (the light check); check_device then asks torch what this machine has.
 DEVICE_PATTERN = r"^(cpu|cuda|mps|xpu|hip|hpu|mtia|meta|xla|ipu|privateuseone)(:\d+)?$"
@@ -108,6 +96,7 @@ SUPPLIED = {
         "device": "device",
         "total_frames": "total_frames",  # only to builders that take it (DQN's buffer_size: all)
         "frame_skip": "env.frame_skip",  # only to builders that take it (DQN's buffer_size: all)
+        "lean": "lean",  # only to builders that take it (TorchRL's originals when false)
     },
 }
 # Evaluation metric names (xdrl.trainer_hooks.logging._common; not imported: it imports torch).
@@ -129,6 +118,7 @@ def check_config(cfg: DictConfig) -> RunSpec:
     """
     for key in _missing(cfg):
         raise ConfigError(key, f"required but not set (???); set {key}=<value>")
+    _check_recurrent(cfg)  # before the keys: a builder without the key gets a clearer line
     for group in SETTINGS:
         _check_group(cfg, group, _settings_schema(cfg, group), closed=True)
     _check_group(cfg, "algorithm.optimizer", OPTIMIZER_KEYS, closed=False)
@@ -147,6 +137,7 @@ def check_config(cfg: DictConfig) -> RunSpec:
     )
     _check_target(cfg, "algorithm.build")
     _check_observations(cfg, shape)
+    _check_mask(cfg, shape)
     _check_target(cfg, "pareto")  # hydra_plugins.xdrl_pareto.settings.pareto_settings
     _check_sizes(cfg)
     _check_collector(cfg)
@@ -200,25 +191,10 @@ FROM_DEFAULTS = object()  # check_value's example: the key's value in the compos
 def default_value(key: str) -> Any:
     """``key``'s value in the default config (``xdrl-train`` with no overrides); None where it is
     null, not there, or only resolvable inside a run (``${hydra:...}``)."""
-    defaults = _composed_defaults()
+    defaults = composed_defaults()
     if defaults is None or not _resolvable(defaults, key):
         return None
     return _value(defaults, key)
-
-
-@functools.lru_cache(maxsize=1)
-def _composed_defaults() -> DictConfig | None:
-    """The default config, composed once and only when an error needs an example."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    try:
-        if GlobalHydra.instance().is_initialized():  # inside a Hydra app (a sweep job)
-            return compose("config")
-        with initialize_config_module("xdrl.conf", version_base="1.3"):
-            return compose("config")
-    except Exception:  # noqa: BLE001 - an example is a courtesy; the error stands without it
-        return None
 
 
 def check_value(key: str, value: Any, annotation: Any, example: Any = None) -> Any:
@@ -365,73 +341,6 @@ def _not_a_key(name: str, known: Sequence[str], prefix: str) -> str:
 # Groups whose schema is a builder's signature
 
 
-@dataclass(frozen=True)
-class Param:
-    """One parameter of a builder: its annotation (evaluated) and default (if a literal)."""
-
-    annotation: Any
-    default: Any = inspect.Parameter.empty
-
-
-def read_signature(target: str) -> tuple[dict[str, Param], bool] | None:
-    """The parameters of the function or dataclass ``target`` names (``pkg.module.name``) and
-    whether it takes ``**kwargs``, read from its source without importing its module (None: not
-    readable)."""
-    module_name, _, func_name = target.rpartition(".")
-    try:
-        spec = importlib.util.find_spec(module_name)  # imports the parent packages only
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return None
-    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    node = next(
-        (
-            n
-            for n in tree.body
-            if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == func_name
-        ),
-        None,
-    )
-    if isinstance(node, ast.ClassDef):  # a dataclass: its annotated fields
-        fields = [f for f in node.body if isinstance(f, ast.AnnAssign)]
-        return {
-            f.target.id: Param(_annotation(f.annotation), _literal(f.value))
-            for f in fields
-            if isinstance(f.target, ast.Name)
-        }, False
-    if node is None:
-        return None
-    func = node
-    args = func.args
-    positional = args.posonlyargs + args.args
-    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
-    pairs = list(zip(positional, [*defaults, *args.defaults], strict=True))
-    pairs += list(zip(args.kwonlyargs, args.kw_defaults, strict=True))
-    params = {arg.arg: Param(_annotation(arg.annotation), _literal(d)) for arg, d in pairs}
-    return params, args.kwarg is not None
-
-
-def _annotation(node: ast.expr | None) -> Any:
-    if node is None:
-        return Any
-    source = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-    try:
-        expr = source if source is not None else ast.unparse(node)
-        return eval(expr, {"__builtins__": {}}, dict(_NAMESPACE))  # noqa: S307 - source code
-    except Exception:  # noqa: BLE001 - a type from elsewhere is not checked here
-        return Any
-
-
-def _literal(node: ast.expr | None) -> Any:
-    if node is None:
-        return inspect.Parameter.empty
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, SyntaxError):
-        return inspect.Parameter.empty
-
-
 def _check_target(cfg: DictConfig, group: str) -> None:
     """Every key under ``group`` is a parameter of its ``_target_`` and fits its annotation."""
     node = OmegaConf.select(cfg, group)
@@ -495,6 +404,29 @@ def _check_observations(cfg: DictConfig, shape: tuple[int, ...]) -> None:
         )
 
 
+def _check_mask(cfg: DictConfig, shape: tuple[int, ...]) -> None:
+    """``env.mask_observations`` names entries of a vector observation."""
+    mask = _value(cfg, "env.mask_observations") if "mask_observations" in cfg.env else None
+    if mask:
+        check_mask(mask, shape, str(cfg.env.id))
+
+
+def _check_recurrent(cfg: DictConfig) -> None:
+    """``algorithm.build.recurrent`` only for builders that take it (PPO, A2C)."""
+    build = cfg.algorithm.build
+    if "recurrent" not in build or _value(cfg, "algorithm.build.recurrent") is None:
+        return
+    read = read_signature(str(build._target_))
+    if read is None or "recurrent" in read[0]:
+        return
+    name = str(build._target_).rsplit(".", 2)[-2]
+    raise ConfigError(
+        "algorithm.build.recurrent",
+        f"{name} does not support recurrent policies yet (ppo and a2c do); use "
+        "algorithm=ppo or a2c, or remove the key",
+    )
+
+
 def _check_sizes(cfg: DictConfig) -> None:
     num_envs = cfg.env.num_envs
     if cfg.frames_per_batch % num_envs:
@@ -503,6 +435,7 @@ def _check_sizes(cfg: DictConfig) -> None:
             f"{cfg.frames_per_batch} is not a multiple of env.num_envs={num_envs}; "
             f"set e.g. frames_per_batch={max(1, cfg.frames_per_batch // num_envs) * num_envs}",
         )
+    _check_rows(cfg)
     if cfg.eval.enabled and not (cfg.eval.deterministic or cfg.eval.stochastic):
         raise ConfigError(
             "eval.deterministic",
@@ -537,6 +470,12 @@ def _check_collector(cfg: DictConfig) -> None:
             "not supported with collector=multiprocess yet (each worker would keep its own "
             "statistics); set env.normalize_observations=false, or collector=single",
         )
+    if "recurrent" in cfg.algorithm.build and _value(cfg, "algorithm.build.recurrent") is not None:
+        raise ConfigError(
+            "collector",
+            "multiprocess with a recurrent policy (algorithm.build.recurrent) is not supported yet "
+            "(the workers' envs carry no hidden state); set collector=single",
+        )
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if cores and workers > cores:
         log.warning(
@@ -545,6 +484,25 @@ def _check_collector(cfg: DictConfig) -> None:
             workers,
             cores,
         )
+
+
+def _check_rows(cfg: DictConfig) -> None:
+    """A recurrent policy's minibatches are whole env rows (``xdrl.algorithms.recurrent``)."""
+    build = cfg.algorithm.build
+    if "recurrent" not in build or _value(cfg, "algorithm.build.recurrent") is None:
+        return
+    key = "algorithm.build.minibatch_size"
+    minibatch = _value(cfg, key) if "minibatch_size" in build else None
+    steps = cfg.frames_per_batch // cfg.env.num_envs
+    if minibatch is None or (minibatch % steps == 0 and cfg.frames_per_batch % minibatch == 0):
+        return
+    raise ConfigError(
+        key,
+        f"{minibatch} must be a whole number of env rows ({steps} steps each: frames_per_batch="
+        f"{cfg.frames_per_batch} over env.num_envs={cfg.env.num_envs}) dividing "
+        f"frames_per_batch; recurrent policies train on whole rows, e.g. {key}="
+        f"{cfg.frames_per_batch}",
+    )
 
 
 def _check_budget(cfg: DictConfig) -> None:
@@ -647,7 +605,7 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "logging.log_model": ("export", ("onnx", "onnxruntime", "onnxscript")),
     "hydra/launcher=joblib": ("sweep", ("hydra_plugins.hydra_joblib_launcher", "joblib")),
     "hydra/launcher=submitit": ("slurm", ("hydra_plugins.hydra_submitit_launcher", "submitit")),
-    "hydra/sweeper=optuna": ("sweep", ("optuna",)),
+    "hydra/sweeper=optuna": ("sweep", ("optuna", "scipy")),
     "hydra/sweeper=pareto": ("pareto", ("pymoo", "scipy", "matplotlib")),
 }
 # Options of Hydra's launcher group that only exist once their extra is installed (xdrl's own

@@ -1,14 +1,17 @@
 """Whether a config may resume a checkpoint: the comparison, torch-free.
 
-The CLI's single-run pre-check runs it before Hydra starts (so a refused resume leaves the run
-dir exactly as it was, log file included, and costs no torch import);
-``xdrl.training.checkpointing`` runs
-it again inside every run, sweep jobs included.
+:class:`ResumeCheck` compares a run's config with each checkpoint's at most once. The CLI's
+single-run pre-check runs it before Hydra starts (so a refused resume leaves the run dir exactly
+as it was, log file included, and costs no torch import), a sweep job at its start; the run's
+later stages (``xdrl.training.checkpointing``: the completed-run test, the restore) read its
+answer for the checkpoint they load instead of comparing again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ import yaml
 from xdrl.config.errors import ConfigError
 from xdrl.config.nested import flatten
 from xdrl.config.renames import renamed_config
+from xdrl.config.signatures import read_signature
 from xdrl.run.layout import CHECKPOINT_CONFIG_FILE as CONFIG_FILE
 from xdrl.run.layout import CHECKPOINT_DIR, CHECKPOINT_NAME
 
@@ -29,6 +33,10 @@ SHAPING_PREFIXES = ("algorithm.", "env.", "frames_per_batch")
 # The seed is the run's record: a checkpoint holds that seed's RNG states, so a resume under
 # another seed would continue the old seed's streams while summary.json and .hydra/ named the new.
 SEED_KEY = "seed"
+# xdrl's lean pieces and TorchRL's originals checkpoint different state (collector, replay
+# buffer, minibatch sampler): a run resumes with the lean it was trained with (a checkpoint
+# older than the key was trained lean).
+LEAN_KEY = "lean"
 # Keys that differ by nature between a run and its resume.
 IGNORED_KEYS = ("run_dir", "exp_name", "resume")
 EMPTY_DEFAULTS: tuple[Any, ...] = ([], {}, None)
@@ -36,22 +44,40 @@ EMPTY_DEFAULTS: tuple[Any, ...] = ([], {}, None)
 
 def config_changes(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``{dotted key: (saved value, new value)}`` for every key that differs. A key the saved
-    config lacks and the new one leaves empty (``[]``, ``{}``, ``null``) is no change: it was
-    added to xdrl after the checkpoint was written, with a default that means what its absence
-    meant (e.g. ``env.import_modules: []``)."""
+    config lacks is no change where it was added to xdrl after the checkpoint was written with a
+    value that means what its absence meant: empty (``[]``, ``{}``, ``null``, e.g.
+    ``env.import_modules: []``) or its node's ``_target_`` default (e.g.
+    ``algorithm.build.recurrent_hidden: 64``, unused without ``recurrent``)."""
     old_flat, new_flat = flatten(saved), flatten(new)
     return {
         k: (old_flat.get(k), new_flat.get(k))
         for k in sorted(set(old_flat) | set(new_flat))
         if old_flat.get(k) != new_flat.get(k)
         and not k.startswith(IGNORED_KEYS)
-        and not (k not in old_flat and new_flat[k] in EMPTY_DEFAULTS)
+        and not (k not in old_flat and _means_absent(k, new_flat))
     }
 
 
+def _means_absent(key: str, flat: Mapping[str, Any]) -> bool:
+    """Whether ``flat[key]`` is empty or the default of its node's ``_target_`` parameter."""
+    value = flat[key]
+    if value in EMPTY_DEFAULTS:
+        return True
+    node, _, name = key.rpartition(".")
+    target = flat.get(f"{node}._target_") if node else None
+    read = read_signature(str(target)) if target else None
+    param = read[0].get(name) if read else None
+    return (
+        param is not None
+        and param.default is not inspect.Parameter.empty
+        and (param.default == value)
+    )
+
+
 def refuse_resume_changes(candidate: Path, changes: Mapping[str, tuple[Any, Any]]) -> None:
-    """Raise ``ConfigError`` naming each changed key that shapes the model (key ``resume``), or
-    a changed seed (key ``seed``: the run keeps the seed it was trained with)."""
+    """Raise ``ConfigError`` naming each changed key that shapes the model (key ``resume``), a
+    changed seed (key ``seed``: the run keeps the seed it was trained with) or a changed
+    ``lean``."""
     shaping = [k for k in changes if k.startswith(SHAPING_PREFIXES)]
     if shaping:
         diff = ", ".join(f"{k} {changes[k][0]!r} -> {changes[k][1]!r}" for k in shaping)
@@ -68,6 +94,15 @@ def refuse_resume_changes(candidate: Path, changes: Mapping[str, tuple[Any, Any]
             f"{new!r} differs from the seed {old!r} that {candidate} was trained with (a resume "
             f"continues seed {old!r}'s random streams); pass seed={old} to continue that run, or "
             f"another hydra.run.dir (or resume=never) to train seed {new!r}",
+        )
+    old_lean, new_lean = changes.get(LEAN_KEY, (True, True))
+    if (True if old_lean is None else old_lean) != new_lean:
+        was, now = str(old_lean is not False).lower(), str(new_lean).lower()
+        raise ConfigError(
+            LEAN_KEY,
+            f"{now} differs from lean={was} that {candidate} was trained with (xdrl's pieces and "
+            f"TorchRL's originals checkpoint different state); pass lean={was} to continue that "
+            f"run, or another hydra.run.dir (or resume=never) to train with lean={now}",
         )
 
 
@@ -94,11 +129,39 @@ def checkpoints_by_name(resume: str | None, run_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("-")[1]), reverse=True)
 
 
-def check_resume_config(config: Mapping[str, Any], resume: str | None, run_dir: str) -> None:
-    """Refuse (``ConfigError``) a config that changed what shapes the model, or the seed, against
-    the newest checkpoint with a readable config that the run would resume from."""
-    for candidate in checkpoints_by_name(resume, run_dir):
-        saved = saved_config(candidate)
-        if saved is not None:
-            refuse_resume_changes(candidate, config_changes(saved, config))
-            return
+class ResumeCheck:
+    """A run's config compared with the config of each checkpoint it may resume, once per
+    checkpoint: a refused change raises ``ConfigError`` the first time; later asks for the same
+    checkpoint return the recorded changes (the run logs those it resumes with).
+
+    Args:
+        config: the run's resolved config (``RunSpec.resolved``).
+
+    Example:
+        >>> check = ResumeCheck({"seed": 0, "total_frames": 2048})
+        >>> check.newest(checkpoints_by_name(None, "outputs/run"))  # the one a resume loads
+        PosixPath('outputs/run/checkpoints/checkpoint-000000001024')
+    """
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = config
+        self._changes: dict[Path, dict[str, tuple[Any, Any]]] = {}
+
+    def changes(self, checkpoint: Path) -> dict[str, tuple[Any, Any]] | None:
+        """The non-refused changes against ``checkpoint``'s config (None: it has no readable
+        config, nothing to compare); refuses (``ConfigError``) a change that shapes the model,
+        or the seed. Compared on the first ask for ``checkpoint`` only."""
+        key = Path(os.path.abspath(checkpoint))
+        if key not in self._changes:
+            saved = saved_config(checkpoint)
+            if saved is None:
+                return None
+            changes = config_changes(saved, self.config)
+            refuse_resume_changes(checkpoint, changes)
+            self._changes[key] = changes
+        return self._changes[key]
+
+    def newest(self, candidates: Iterable[Path]) -> Path | None:
+        """Check the newest of ``candidates`` (newest first) that has a readable config, the one
+        a resume loads unless its files turn out damaged; returns it (None: none has one)."""
+        return next((c for c in candidates if self.changes(c) is not None), None)

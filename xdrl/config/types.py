@@ -24,11 +24,12 @@ Cells = Sequence[PositiveInt]  # hidden layer sizes of an MLP
 Activation = Literal["tanh", "relu", "elu"]
 LossFunction = Literal["l2", "l1", "smooth_l1"]
 Encoder = Literal["auto", "mlp", "cnn"]  # observation encoder: auto picks a CNN for images
+RecurrentCell = Literal["lstm", "gru"]  # the memory cell of a recurrent policy
 Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 
-# The names above, for reading an annotation from source (xdrl.config.check.read_signature).
+# The names above, for reading an annotation from source (xdrl.config.signatures.read_signature).
 RANGE_TYPES = (
     "PositiveInt NonNegativeInt PositiveFloat NonNegativeFloat Fraction OpenFraction Discount "
-    "FiniteFloat Cells Activation LossFunction Encoder Seed NonEmptyStr"
+    "FiniteFloat Cells Activation LossFunction Encoder RecurrentCell Seed NonEmptyStr"
 ).split()

@@ -6,4 +6,5 @@
 - ``atari``: ``make_atari_env`` (ALE ids, SB3-style preprocessing); ``atari_wrappers``: its
   gymnasium wrappers (episodic life, fire reset, reward clipping).
 - ``observation_encoding``: one-hot encodings of discrete observations.
+- ``masking``: ``env.mask_observations``, observation entries zeroed (partial observability).
 """

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from xdrl.config.errors import ConfigError, first_line
-from xdrl.config.types import FiniteFloat, PositiveInt
+from xdrl.config.types import FiniteFloat, NonNegativeInt, PositiveInt
 
 log = logging.getLogger(__name__)
 
@@ -438,6 +438,7 @@ def make_env(
     render: bool = False,
     evaluation: bool = False,
     frame_stack: PositiveInt = 1,
+    mask_observations: Sequence[NonNegativeInt] | None = None,
     pareto: dict[str, Any] | None = None,
 ):
     """Build a batched TorchRL env for a gymnasium or MO-Gymnasium id.
@@ -468,6 +469,8 @@ def make_env(
         evaluation: an evaluation env (set by xdrl; the same env here, Atari's differs).
         frame_stack: stack the last k image observations (gymnasium's
             ``FrameStackObservation``; image observations only).
+        mask_observations: observation entries always zero (partial observability, e.g. ``[1,
+            3]``: CartPole without its velocities; :mod:`xdrl.envs.masking`).
         pareto: the env's Pareto-report settings (``ref_point``), read by :mod:`xdrl.pareto`
             from the saved config; not used to build the env.
 
@@ -479,6 +482,8 @@ def make_env(
     wrap = None
     if frame_stack > 1:
         wrap = functools.partial(_stack_frames, frame_stack=frame_stack)
+    if mask_observations:
+        wrap = functools.partial(_masked, indices=tuple(mask_observations), then=wrap)
     return build_env(
         id,
         num_envs=num_envs,
@@ -495,6 +500,14 @@ def make_env(
         render=render,
         wrap=wrap,
     )
+
+
+def _masked(env: Any, *, indices: tuple[int, ...], then: Callable[[Any], Any] | None) -> Any:
+    """``env`` with ``indices`` of its observations zeroed, then ``then`` (picklable)."""
+    from xdrl.envs.masking import mask_observations
+
+    masked = mask_observations(env, indices)
+    return then(masked) if then is not None else masked
 
 
 def _stack_frames(env: Any, *, frame_stack: int) -> Any:

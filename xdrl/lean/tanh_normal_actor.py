@@ -6,6 +6,11 @@ actor's TensorDict forward once per frame: a TensorDict module, a ``TanhNormal``
 tanh again. :class:`TanhNormalHead` does the same arithmetic on plain tensors; ``LeanSACLoss`` uses
 it on replay batches and :meth:`TanhNormalActor.act` on each collected observation. The module is
 still a ``ProbabilisticActor``: evaluation, checkpoints and TorchRL's ``SACLoss`` use it unchanged.
+One Pendulum observation (SB3's SAC sizes, 256x256) took 61 us through :meth:`TanhNormalActor.act`
+against 345 us through the ``ProbabilisticActor`` forward under random exploration, 5.7x
+(``python scripts/bench_ablation.py --piece tanh_normal_actor --reps 9 --calls 2000``: 1 thread,
+the two alternated in one process, medians; load average 2.8 on 2 cores, November 26; 7.1x at
+load 19).
 """
 
 from __future__ import annotations

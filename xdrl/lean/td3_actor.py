@@ -8,7 +8,11 @@ actor's MLP as torch functions, the same tanh map to the bounds
 (:class:`~xdrl.lean.td3_loss.TanhActorHead`) and the noise module's own ``_add_noise``
 (same draws, same projection onto the action spec). The module is still the
 ``TensorDictSequential(actor, noise)`` TorchRL would run: evaluation and checkpoints use it
-unchanged.
+unchanged. One Pendulum observation ([400, 300] actor) took 50 us through
+:meth:`NoisyTanhActor.act` against 143 us through ``TensorDictSequential(actor, noise)`` under
+random exploration, 2.9x (``python scripts/bench_ablation.py --piece td3_actor --reps 9 --calls
+2000``: 1 thread, the two alternated in one process, medians; load average 2.8 on 2 cores,
+November 26; 3.3x at load 19).
 """
 
 from __future__ import annotations

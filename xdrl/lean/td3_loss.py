@@ -11,7 +11,11 @@ order. The actor loss differentiates through the first critic only, as ``TD3Loss
 second is evaluated without a graph for the ``state_action_value_actor`` entry. It applies to
 xdrl's TD3 networks (a tanh-squashed MLP actor, MLP critics on ``observation``/``action``, TD(0)
 targets, mean reduction, no prioritized weights); anything else runs ``TD3Loss`` unchanged.
-Tested against ``TD3Loss`` on fixed batches: same values and gradients (1e-6).
+Tested against ``TD3Loss`` on fixed batches: same values and gradients (1e-6). A critic and an
+actor loss on 256 transitions, forward and backward ([400, 300] networks: an actor step of the
+delayed-actor stepper), took 11.3 ms against 15.5 ms with ``TD3Loss``, 1.4x (``python
+scripts/bench_ablation.py --piece td3_loss --reps 9 --calls 200``: 1 thread, the two alternated
+in one process, medians; load average 2.8 on 2 cores, November 26; 1.4x at load 16 too).
 """
 
 from __future__ import annotations

@@ -53,13 +53,13 @@ class DefersDiagnostics(Protocol):
     ) -> AbstractContextManager[Callable[[], dict[str, torch.Tensor]]]: ...
 
 
-class XdrlTrainer(Trainer):
-    """``torchrl.trainers.Trainer`` whose ``post_optim_complete_log`` hooks get the mean losses
-    of every optimizer step of the batch, computed once (same constructor arguments).
+class ScheduledSaveTrainer(Trainer):
+    """``torchrl.trainers.Trainer`` that checkpoints on the evaluations' schedule (a feature, not
+    a speed-up: the run's ``lean: false`` keeps it, with TorchRL's ``optim_steps``).
 
     Example:
-        >>> trainer = XdrlTrainer(collector=..., total_frames=..., loss_module=...,
-        ...                       optimizer=adam, optimization_stepper=stepper)
+        >>> trainer = ScheduledSaveTrainer(collector=..., total_frames=..., loss_module=...,
+        ...                                save_trainer_interval=2048, checkpoint=checkpoint)
     """
 
     _last_save: int  # Trainer.__new__ sets it; the frames of the last scheduled save
@@ -76,6 +76,17 @@ class XdrlTrainer(Trainer):
             self._last_save = self.collected_frames
         if due or force_save:
             super().save_trainer(force_save=True)
+
+
+class XdrlTrainer(ScheduledSaveTrainer):
+    """``torchrl.trainers.Trainer`` whose ``post_optim_complete_log`` hooks get the mean losses
+    of every optimizer step of the batch, computed once (same constructor arguments), and
+    which checkpoints on :class:`ScheduledSaveTrainer`'s schedule.
+
+    Example:
+        >>> trainer = XdrlTrainer(collector=..., total_frames=..., loss_module=...,
+        ...                       optimizer=adam, optimization_stepper=stepper)
+    """
 
     def optim_steps(self, batch: TensorDictBase) -> None:
         """One batch's optimization: ``num_epochs`` x ``optim_steps_per_batch`` stepper steps."""

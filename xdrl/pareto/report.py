@@ -1,8 +1,10 @@
 """The Pareto report of a weight sweep: ``pareto.json``, ``pareto.png`` and a Markdown section.
 
 Input: run records with ``dir``, ``config`` (dict), ``summary`` (dict or None) and ``status``,
-as :mod:`xdrl.pareto.runs` reads them or ``xdrl.report`` finds them. Each weight vector's point
-is the mean over seeds of the final deterministic per-objective evaluation returns.
+as :mod:`xdrl.pareto.runs` reads them or ``xdrl.report`` finds them; each config is read through
+the run's typed spec (:meth:`~xdrl.config.spec.RunSpec.from_saved`, :func:`run_spec`). Each
+weight vector's point is the mean over seeds of the final deterministic per-objective evaluation
+returns.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from xdrl.config.errors import ConfigError
+from xdrl.config.spec import RunSpec
 from xdrl.pareto import metrics
 from xdrl.pareto.plots import plot_front
 from xdrl.pareto.weights import simplex_weights
@@ -26,7 +30,6 @@ OBJECTIVE_KEY = (
 )
 ENDED_KEY = "eval/deterministic/episodes_ended"  # fraction of greedy episodes that terminated
 GAP_KEY = "eval/deterministic/value_gap_mean"  # discounted return minus Q(start state)
-DEFAULT_SUSPECT_GAP = 0.05  # pareto.suspect_gap when a run's config has none
 RETRY_SEED_OFFSET = 1_000  # a re-run of a suspect weight trains with seed + this
 EUM_WEIGHTS = 100  # evenly spread weight vectors the expected utility averages over
 PARETO_JSON = "pareto.json"
@@ -63,10 +66,12 @@ def check_run(summary: dict[str, Any] | None, suspect_gap: float) -> dict[str, A
     }
 
 
-def suspect_gap_of(config: dict[str, Any]) -> float:
-    """``pareto.suspect_gap`` of a run's saved config (its default when absent)."""
-    value = (config.get("pareto") or {}).get("suspect_gap")
-    return DEFAULT_SUSPECT_GAP if value is None else float(value)
+def run_spec(run: Any) -> RunSpec | None:
+    """A run record's saved config as its typed spec (None: not a run config xdrl reads)."""
+    try:
+        return RunSpec.from_saved(run.config, str(run.dir))
+    except ConfigError:
+        return None
 
 
 def base_seed(seed: int) -> int:
@@ -74,20 +79,17 @@ def base_seed(seed: int) -> int:
     return seed - RETRY_SEED_OFFSET if seed >= RETRY_SEED_OFFSET else seed
 
 
-def _weights(config: dict[str, Any], dim: int | None) -> tuple[float, ...] | None:
-    env = config.get("env") or {}
-    weights = env.get("reward_weights")
-    if weights is None:
+def _weights(spec: RunSpec | None, dim: int | None) -> tuple[float, ...] | None:
+    """The run's weight vector, rounded (equal weights where it trained unweighted)."""
+    if spec is None:
+        return None
+    if spec.reward_weights is None:
         return tuple([1.0 / dim] * dim) if dim else None
-    return tuple(round(float(w), 6) for w in weights)
+    return tuple(round(w, 6) for w in spec.reward_weights)
 
 
-def _ref_point(runs: Sequence[Any]) -> list[float] | None:
-    for run in runs:
-        pareto = (run.config.get("env") or {}).get("pareto") or {}
-        if pareto.get("ref_point") is not None:
-            return [float(x) for x in pareto["ref_point"]]
-    return None
+def _ref_point(specs: Sequence[RunSpec]) -> list[float] | None:
+    return next((list(s.ref_point) for s in specs if s.ref_point is not None), None)
 
 
 def known_front(env_id: str) -> list[list[float]] | None:
@@ -109,21 +111,28 @@ def known_front(env_id: str) -> list[list[float]] | None:
         return None
 
 
-def _group(runs: Sequence[Any]) -> tuple[dict, dict, list[dict]]:
+_Job = tuple[Any, RunSpec | None]  # a run record and its spec (None: unreadable config)
+
+
+def _jobs(runs: Iterable[Any]) -> list[_Job]:
+    return [(run, run_spec(run)) for run in runs]
+
+
+def _group(jobs: Sequence[_Job]) -> tuple[dict, dict, list[dict]]:
     """Completed runs' returns by weight vector then seed, their sanity checks alike, and the
     failed runs. A re-run (seed + :data:`RETRY_SEED_OFFSET`) stands in for its seed's run
     when that one is suspect and the re-run is not."""
     by_weights: dict[tuple[float, ...], dict[int, list[float]]] = defaultdict(dict)
     checks: dict[tuple[float, ...], dict[int, dict[str, Any]]] = defaultdict(dict)
     failed = []
-    for run in sorted(runs, key=lambda r: int(r.config.get("seed", 0))):  # originals first
+    for run, spec in sorted(jobs, key=lambda job: job[1].seed if job[1] else 0):  # originals 1st
         returns = objective_returns(run.summary) if run.status == "completed" else None
-        weights = _weights(run.config, len(returns) if returns else None)
-        if returns is None or weights is None:
+        weights = _weights(spec, len(returns) if returns else None)
+        if spec is None or returns is None or weights is None:
             failed.append({"dir": str(run.dir), "weights": list(weights) if weights else None})
             continue
-        seed = int(run.config.get("seed", 0))
-        check = {"seed": seed, **check_run(run.summary, suspect_gap_of(run.config))}
+        seed = spec.seed
+        check = {"seed": seed, **check_run(run.summary, spec.suspect_gap)}
         kept = checks[weights].get(base_seed(seed))
         if kept is not None:
             if not kept["suspect"] or check["suspect"]:
@@ -134,19 +143,14 @@ def _group(runs: Sequence[Any]) -> tuple[dict, dict, list[dict]]:
     return by_weights, checks, failed
 
 
-def _is_weight_sweep(runs: Sequence[Any]) -> bool:
-    distinct = {
-        tuple((run.config.get("env") or {}).get("reward_weights") or ())
-        for run in runs
-        if (run.config.get("env") or {}).get("reward_weights") is not None
-    }
-    return len(distinct) >= 2
+def _is_weight_sweep(specs: Sequence[RunSpec]) -> bool:
+    return len({s.reward_weights for s in specs if s.reward_weights is not None}) >= 2
 
 
 def build_points(runs: Sequence[Any]) -> list[dict[str, Any]]:
     """One point per weight vector of ``runs``' completed jobs: the mean returns over seeds,
     each seed's sanity check, and ``suspect`` when any kept run failed it."""
-    return _points(*_group(runs)[:2])
+    return _points(*_group(_jobs(runs))[:2])
 
 
 def _points(by_weights: dict, checks: dict) -> list[dict[str, Any]]:
@@ -170,15 +174,17 @@ def _points(by_weights: dict, checks: dict) -> list[dict[str, Any]]:
 def build_report(runs: Sequence[Any]) -> dict[str, Any] | None:
     """Every field of ``pareto.json`` (None when ``runs`` are not a multi-objective weight
     sweep, or no run finished with per-objective returns)."""
-    if not _is_weight_sweep(runs):
+    jobs = _jobs(runs)
+    specs = [spec for _run, spec in jobs if spec is not None]
+    if not _is_weight_sweep(specs):
         return None
-    by_weights, checks, failed = _group(runs)
+    by_weights, checks, failed = _group(jobs)
     if not by_weights:
         return None
     points = _points(by_weights, checks)
     dim = len(points[0]["weights"])
-    env_id = str((runs[0].config.get("env") or {}).get("id", ""))
-    ref = _ref_point(runs)
+    env_id = specs[0].env_id
+    ref = _ref_point(specs)
     front = metrics.non_dominated([list(p["returns"]) for p in points])
     true = known_front(env_id)
     eum_weights = simplex_weights(EUM_WEIGHTS, dim)
@@ -264,8 +270,8 @@ def _check_text(point: dict[str, Any]) -> str:
     """``ok``, or ``SUSPECT`` with the reasons per seed; a re-run that replaced a suspect run
     is named."""
     parts = []
-    for run in point.get("per_seed", []):
-        if run.get("suspect"):
+    for run in point["per_seed"]:
+        if run["suspect"]:
             parts.append(f"SUSPECT (seed {run['seed']}: {'; '.join(run['reasons'])})")
         elif "instead_of" in run:
             parts.append(f"re-run seed {run['seed']} replaced suspect seed {run['instead_of']}")

@@ -11,15 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from xdrl.config.renames import renamed_config
+from xdrl.config.spec import load_saved_config
 from xdrl.run.layout import HYDRA_CONFIG_FILE, HYDRA_DIR, SUMMARY_FILE
 
 
 @dataclass
 class JobRecord:
-    """One finished (or failed) job of a sweep."""
+    """One finished (or failed) job of a sweep: its saved config as plain data (read it with
+    :func:`xdrl.pareto.report.run_spec`), its ``summary.json`` and that file's status."""
 
     dir: Path
     config: dict[str, Any]
@@ -30,12 +29,8 @@ class JobRecord:
 def read_job(job_dir: Path) -> JobRecord | None:
     """The record of one job folder (None when it holds no readable ``.hydra/config.yaml``)."""
     try:
-        config = renamed_config(
-            yaml.safe_load((job_dir / HYDRA_DIR / HYDRA_CONFIG_FILE).read_text())
-        )
-    except (OSError, yaml.YAMLError):
-        return None
-    if not isinstance(config, dict):
+        config = load_saved_config(job_dir / HYDRA_DIR / HYDRA_CONFIG_FILE)
+    except (OSError, ValueError):
         return None
     try:
         summary = json.loads((job_dir / SUMMARY_FILE).read_text())

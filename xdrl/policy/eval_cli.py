@@ -165,11 +165,10 @@ def _summary(record: dict[str, Any]) -> str:
     return line
 
 
-def _mode(flag: str | None, config: dict[str, Any]) -> tuple[bool, str]:
+def _mode(flag: str | None, run_setting: bool) -> tuple[bool, str]:
     """Deterministic or not, and why: the flag, else the run's ``eval.deterministic``."""
     if flag is not None:
         return flag == "deterministic", f"--{flag}"
-    run_setting = bool(config["eval"]["deterministic"])
     return run_setting, f"the run's eval.deterministic={str(run_setting).lower()}"
 
 
@@ -186,7 +185,7 @@ def _play(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         seed=None if args.seed is None else int(args.seed),
         render=args.video is not None,
     )
-    deterministic, mode_from = _mode(args.mode, policy.config)
+    deterministic, mode_from = _mode(args.mode, policy.spec.eval.deterministic)
     try:
         return evaluate(policy, deterministic=deterministic, video=args.video), mode_from
     finally:

@@ -33,7 +33,7 @@ def evaluate(
     from xdrl.training.env_state import gym_envs
 
     env = policy.env
-    steps = int(max_steps if max_steps is not None else policy.config["eval"]["max_steps"])
+    steps = max_steps if max_steps is not None else policy.spec.eval.max_steps
     recorder: EpisodesRecorder | FrameRecorder | None = None
     if video is not None:
         envs = gym_envs(env)
@@ -66,8 +66,7 @@ def evaluate(
         record["objective_return_means"] = found.objective_returns.mean(0).tolist()
         record["scalarized_return_mean"] = record["return_mean"]
     if recorder is not None and video is not None and recorder.frames:
-        fps = int(policy.config["eval"].get("video_fps", 30))
-        record["video"] = str(write_mp4(recorder.frames, video, fps))
+        record["video"] = str(write_mp4(recorder.frames, video, policy.spec.eval.video_fps))
     return record
 
 

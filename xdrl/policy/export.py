@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from xdrl.config.errors import ConfigError, first_line
-from xdrl.policy.loading import LoadedPolicy
+from xdrl.policy.loading import RECURRENT_CALL, LoadedPolicy
 
 FORMATS = ("onnx", "pt2", "torchscript")
 INPUT_NAME = "observation"
@@ -190,6 +190,8 @@ def export_policy(policy: LoadedPolicy, fmt: str, out: str | Path) -> dict[str, 
     """
     if fmt not in FORMATS:
         raise ConfigError("--format", f"unknown format {fmt!r}; pick one of {', '.join(FORMATS)}")
+    if policy.recurrent:
+        raise ExportError(RECURRENT_CALL)
     out = Path(out)
     observations = sample_observations(policy.config)
     example = torch.from_numpy(observations[:8])

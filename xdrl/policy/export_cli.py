@@ -66,12 +66,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from xdrl.config.errors import ConfigError
     from xdrl.policy.export import ExportError, export_policy
-    from xdrl.policy.loading import load_run
+    from xdrl.policy.loading import RECURRENT_CALL, load_run
 
     try:
         policy = load_run(args.run_dir, args.checkpoint)
     except ConfigError as err:
         return _fail(f"config error: {err}")
+    if policy.recurrent:
+        policy.close()
+        return _fail(f"cannot export: {RECURRENT_CALL}")
     out = Path(args.out).expanduser() if args.out else policy.run_dir / f"policy.{args.format}"
     problem = unwritable("--out", out) if args.out is None else None  # the default, in RUN_DIR
     if problem is not None:

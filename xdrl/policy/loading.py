@@ -25,7 +25,7 @@ from torchrl.envs import VecNormV2
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from xdrl.config.errors import ConfigError, first_line
-from xdrl.config.spec import EVAL_SEED_OFFSET, whole_batches
+from xdrl.config.spec import RunSpec
 from xdrl.envs.observation_encoding import integer_grid
 from xdrl.policy.module import DeterministicPolicy, OneHot
 from xdrl.policy.run_dir import (
@@ -37,13 +37,18 @@ from xdrl.policy.run_dir import (
     saved_config,
 )
 from xdrl.trainer_hooks.observation_norm import observation_norm
-from xdrl.training.build import build_algorithm
-from xdrl.training.checkpointing import CorruptCheckpoint, VerifiedCheckpoint
+from xdrl.training.build import add_recurrent_state, build_algorithm
+from xdrl.training.checkpointing import CONFIG_FILE, CorruptCheckpoint, VerifiedCheckpoint
 
 POLICY_COMPONENT = "policy"
 COLLECTOR_COMPONENT = "collector"
 # Loss attributes TorchRL's Trainer saves as the "policy" component (Trainer._checkpoint_policy).
 _POLICY_ATTRIBUTES = ("actor_network", "value_network", "local_value_network")
+RECURRENT_CALL = (
+    "this run's policy is recurrent (LSTM/GRU): it needs its hidden state carried from step to "
+    "step, which calling it on one observation (and exporting it) does not do yet; evaluate it "
+    "with xdrl-eval"
+)
 
 
 class _EnvState:
@@ -169,13 +174,18 @@ class LoadedPolicy:
     Args:
         module: the TorchRL evaluation policy (TensorDict in, ``action`` out).
         env: the run's env with one sub-env, its observation normalization frozen.
-        config: the resolved config the checkpoint was written under (with overrides).
+        config: the resolved config the checkpoint was written under (with overrides), as
+            plain data (its ``env`` node builds the env).
+        spec: the same config read back as the run's typed spec.
         run_dir: the run dir.
         checkpoint: the checkpoint folder loaded.
         frames: collected frames at that checkpoint.
         deterministic_module: the deterministic policy as one module (what is exported).
         obs_shape: the shape of one observation as ``env.step`` returns it.
         obs_dtype: its dtype (observations are cast to it first).
+        recurrent: the policy holds an LSTM or GRU cell (``algorithm.build.recurrent``): its
+            env carries the hidden state (``xdrl-eval`` plays it), but a call on a bare
+            observation, which has no state to carry, is refused.
 
     Example:
         >>> policy = load_policy("outputs/2026-11-24/10-00-00_ppo_cartpole")
@@ -186,16 +196,21 @@ class LoadedPolicy:
     module: Any
     env: Any
     config: dict[str, Any]
+    spec: RunSpec = field(repr=False)
     run_dir: Path
     checkpoint: Path
     frames: int
     deterministic_module: DeterministicPolicy = field(repr=False)
     obs_shape: tuple[int, ...] = ()
     obs_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
+    recurrent: bool = False
 
     @torch.no_grad()
     def __call__(self, observation: Any, deterministic: bool = True) -> np.ndarray:
         from tensordict import TensorDict
+
+        if self.recurrent:
+            raise ConfigError("algorithm.build.recurrent", RECURRENT_CALL)
 
         obs = torch.as_tensor(np.asarray(observation, dtype=self.obs_dtype))
         single = obs.dim() == len(self.obs_shape)
@@ -216,17 +231,16 @@ class LoadedPolicy:
             self.env.close()
 
 
-def _build_algorithm(config: dict[str, Any], env: Any) -> Any:
-    """The run's algorithm parts, on the CPU, from its saved (resolved) config."""
-    frames_per_batch = int(config["frames_per_batch"])
-    frame_skip = int(config["env"].get("frame_skip", 1))  # runs from before frame_skip: 1
+def _build_algorithm(spec: RunSpec, env: Any) -> Any:
+    """The run's algorithm parts, on the CPU, from its saved spec."""
     return build_algorithm(
-        OmegaConf.create(config).algorithm.build,
+        spec.cfg.algorithm.build,
         env,
-        frames_per_batch=frames_per_batch,
+        frames_per_batch=spec.frames_per_batch,
         device="cpu",
-        total_frames=whole_batches(int(config["total_frames"]), frames_per_batch * frame_skip),
-        frame_skip=frame_skip,
+        total_frames=spec.total_frames,
+        frame_skip=spec.frame_skip,
+        lean=spec.lean,  # the pieces the run trained with (TorchRL's originals when false)
     )
 
 
@@ -243,10 +257,12 @@ def load_run(
     folder = check_run_dir(run_dir)
     path = resolve_checkpoint(folder, str(checkpoint))
     config = apply_overrides(saved_config(path), list(overrides or []))
-    env_seed = int(config["seed"]) + EVAL_SEED_OFFSET if seed is None else seed  # the eval seed
+    spec = RunSpec.from_saved(config, str(path / CONFIG_FILE))
+    env_seed = spec.eval_seed if seed is None else seed
     env = make_env(config, num_envs=num_envs, seed=env_seed, render=render)
     try:
-        parts = _build_algorithm(config, env)
+        parts = _build_algorithm(spec, env)
+        recurrent = add_recurrent_state(env, parts.eval_policy) is not None
         _load(path, folder, parts, env)
         gym_env, one_hot, owner = policy_input_env(env, config)
         space = gym_env.observation_space
@@ -266,6 +282,7 @@ def load_run(
         module=module,
         env=env,
         config=config,
+        spec=spec,
         run_dir=folder,
         checkpoint=path,
         frames=checkpoint_frames(path),
@@ -278,6 +295,7 @@ def load_run(
         ).eval(),
         obs_shape=tuple(int(n) for n in space.shape),
         obs_dtype=np.dtype(space.dtype),
+        recurrent=recurrent,
     )
 
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from xdrl.config.errors import ConfigError
-from xdrl.config.renames import renamed_config
+from xdrl.config.spec import load_saved_config
 from xdrl.run.layout import HYDRA_CONFIG_FILE, HYDRA_DIR, MANIFEST_FILE, SUMMARY_FILE
 from xdrl.training.checkpointing import BEST_SUMMARY_KEY, CHECKPOINT_DIR, CONFIG_FILE
 
@@ -100,15 +97,15 @@ def checkpoint_frames(checkpoint: Path) -> int:
 
 
 def saved_config(checkpoint: Path) -> dict[str, Any]:
-    """The resolved config the checkpoint was written under."""
+    """The resolved config the checkpoint was written under, as plain data (moved ``_target_``
+    paths renamed); :meth:`~xdrl.config.spec.RunSpec.from_saved` reads it."""
     path = checkpoint / CONFIG_FILE
     try:
-        config = renamed_config(yaml.safe_load(path.read_text()))
-    except (OSError, yaml.YAMLError) as err:
+        return load_saved_config(path)
+    except OSError as err:
         raise ConfigError("--checkpoint", f"{path} cannot be read ({err})") from None
-    if not isinstance(config, Mapping):
-        raise ConfigError("--checkpoint", f"{path} holds no config")
-    return dict(config)
+    except ValueError as err:
+        raise ConfigError("--checkpoint", f"{err}; pass a checkpoint xdrl-train wrote") from None
 
 
 def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -138,7 +135,8 @@ def check_override(config: Any, key: str) -> None:
     signature or the eval settings class); a nested key checks its top-level key's value."""
     from omegaconf import OmegaConf
 
-    from xdrl.config.check import FROM_DEFAULTS, SETTINGS, check_value, read_signature
+    from xdrl.config.check import FROM_DEFAULTS, SETTINGS, check_value
+    from xdrl.config.signatures import read_signature
 
     group, _, rest = key.partition(".")
     name = rest.partition(".")[0]

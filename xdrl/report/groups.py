@@ -76,9 +76,7 @@ def group_runs(runs: list[RunRecord]) -> list[Group]:
     for run in runs:
         identity = config_identity(run)
         if identity not in by_config:
-            env_cfg = run.config.get("env")
-            env = env_cfg.get("id") if isinstance(env_cfg, dict) else None
-            by_config[identity] = Group(name="", overrides={}, env=env)
+            by_config[identity] = Group(name="", overrides={}, env=run.env)
         by_config[identity].runs.append(run)
     groups = list(by_config.values())
     per_group = [_shared_overrides(g.runs) for g in groups]

@@ -21,7 +21,8 @@ from typing import Any, TypeGuard
 
 import yaml
 
-from xdrl.config.renames import renamed_config
+from xdrl.config.errors import ConfigError
+from xdrl.config.spec import RunSpec, load_saved_config
 from xdrl.run.layout import (
     EVALUATIONS_FILE,
     HYDRA_CONFIG_FILE,
@@ -50,7 +51,7 @@ class RunRecord:
     Args:
         dir: the run folder.
         config: the composed config Hydra saved (``.hydra/config.yaml``, interpolations as
-            written).
+            written), as plain data (groups compare it whole).
         overrides: the command-line overrides of the run (``.hydra/overrides.yaml``).
         summary: ``summary.json``, or None when the run wrote none.
         evaluations: the records of ``evaluations.jsonl``, by frames (empty without the file).
@@ -58,6 +59,9 @@ class RunRecord:
             ``interrupted``), or ``incomplete`` without a summary.
         skipped: the lines of ``evaluations.jsonl`` that could not be read, as (line number,
             why); a run with any is *short*: its curve lacks those evaluations.
+        spec: ``config`` read back as the run's typed spec
+            (:meth:`~xdrl.config.spec.RunSpec.from_saved`); None for a config xdrl cannot read
+            as a run's (other code's).
 
     Example:
         >>> [run.status for run in find_runs(["multirun/2026-11-23/05-00-00"])]
@@ -71,12 +75,17 @@ class RunRecord:
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     status: str = INCOMPLETE
     skipped: list[tuple[int, str]] = field(default_factory=list)
+    spec: RunSpec | None = None
 
     @property
     def seed(self) -> int | None:
-        """The run's ``seed`` (None when the config has none)."""
-        seed = self.config.get("seed")
-        return int(seed) if isinstance(seed, int) else None
+        """The run's ``seed`` (None when its config is not a run config xdrl reads)."""
+        return None if self.spec is None else self.spec.seed
+
+    @property
+    def env(self) -> str | None:
+        """The run's environment id (None when its config is not a run config xdrl reads)."""
+        return None if self.spec is None else self.spec.env_id
 
     @property
     def completed(self) -> bool:
@@ -169,17 +178,29 @@ def _walk(root: Path) -> Iterable[Path]:
         dirs[:] = keep
 
 
-def _read_yaml(path: Path, default: Any) -> Any:
+def _read_overrides(path: Path) -> list[str]:
     try:
-        return renamed_config(yaml.safe_load(path.read_text()))
+        overrides = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError):
-        return default
+        return []
+    return [str(o) for o in overrides] if isinstance(overrides, list) else []
+
+
+def _read_config(path: Path) -> tuple[dict[str, Any], RunSpec | None]:
+    """A run's saved config as plain data and as its spec (unreadable: empty, None)."""
+    try:
+        config = load_saved_config(path)
+    except (OSError, ValueError):
+        return {}, None
+    try:
+        return config, RunSpec.from_saved(config, str(path))
+    except ConfigError:
+        return config, None
 
 
 def read_run(path: Path) -> RunRecord:
     """Read one run folder; unreadable files count as missing."""
-    config = _read_yaml(path / CONFIG_FILE, {}) or {}
-    overrides = _read_yaml(path / OVERRIDES_FILE, []) or []
+    config, spec = _read_config(path / CONFIG_FILE)
     summary: dict[str, Any] | None = None
     try:
         data = json.loads((path / SUMMARY_FILE).read_text())
@@ -196,12 +217,13 @@ def read_run(path: Path) -> RunRecord:
     status = str(summary.get("status", "failed")) if summary is not None else INCOMPLETE
     return RunRecord(
         dir=path,
-        config=config if isinstance(config, dict) else {},
-        overrides=[str(o) for o in overrides] if isinstance(overrides, list) else [],
+        config=config,
+        overrides=_read_overrides(path / OVERRIDES_FILE),
         summary=summary,
         evaluations=evaluations,
         status=status,
         skipped=skipped,
+        spec=spec,
     )
 
 

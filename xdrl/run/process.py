@@ -9,11 +9,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
 
@@ -26,23 +24,33 @@ class ProcessSettings:
     interactive: bool  # stdout is a terminal: a progress bar instead of plain progress lines
 
 
-def setup_process(cfg: DictConfig) -> ProcessSettings:
+def setup_process(
+    num_threads: int | str, hidden_sizes: Sequence[int], workers: int = 0
+) -> ProcessSettings:
     """Set the torch thread count, tensordict's pandas lookup, TorchRL's log routing and the
-    logging error policy, and read whether stdout is a terminal."""
+    logging error policy, and read whether stdout is a terminal.
+
+    ``num_threads``: the config's (an int, or ``"auto"``: :mod:`xdrl.run.threads` picks from
+    ``hidden_sizes``, the networks' widths, and the cores free for this job). Both come from the
+    run's spec (``RunSpec.num_threads``, ``RunSpec.hidden_sizes``). ``workers``: collector
+    worker processes (``collector=multiprocess``), each stepping envs on a core of its own.
+
+    Example:
+        >>> setup_process(spec.num_threads, spec.hidden_sizes).num_threads
+        1
+    """
     import torch
 
-    from xdrl.run.threads import available_cores, hidden_sizes, resolve_num_threads, wants_cores
+    from xdrl.run.threads import available_cores, resolve_num_threads, wants_cores
     from xdrl.training.speedups import cache_missing_pandas
 
     logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
     cache_missing_pandas()  # tensordict looks pandas up on every module call (~10% of PPO time)
-    hidden = hidden_sizes(cfg.algorithm.build)
     jobs = concurrent_jobs(_hydra_launcher())
-    measured = wants_cores(cfg.num_threads, hidden)
+    measured = wants_cores(num_threads, hidden_sizes)
     cores = available_cores() if measured else 1  # samples the load: only where it decides
     # collector=multiprocess: each worker process steps envs on a core of its own
-    workers = int(cfg.collector.workers) if cfg.collector.backend == "process" else 0
-    threads = resolve_num_threads(cfg.num_threads, hidden, max(1, cores // jobs - workers))
+    threads = resolve_num_threads(num_threads, hidden_sizes, max(1, cores // jobs - workers))
     if measured and (jobs > 1 or workers):
         log.info("num_threads auto: %d (%d cores shared by up to %d parallel jobs, %d collector "
                  "workers each)", threads, cores, jobs, workers)  # fmt: skip

@@ -1,7 +1,8 @@
 """``num_threads: auto``: pick torch's intra-op thread count from the network widths and cores.
 
 Rule: 1 thread when the widest hidden layer is under 128 units or one core is available (the
-Nature CNN of ``encoder: cnn`` counts as its 512-unit layer: its convolutions are wide work);
+Nature CNN of ``encoder: cnn`` counts as its 512-unit layer, ``RunSpec.hidden_sizes``: its
+convolutions are wide work);
 otherwise ``min(cores, 2)``, where ``cores`` is what :func:`available_cores` finds this process
 may use: CPU affinity capped by a cgroup CPU quota and, on an unpinned process, by the cores
 other processes leave idle (:func:`busy_cpus`: /proc/stat sampled over a quarter second; the
@@ -41,7 +42,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 WIDE = 128  # hidden width from which a second thread pays off (256 does, 64 does not)
-CNN_WIDTH = 512  # the Nature CNN's feature layer (xdrl.algorithms.encoders.FEATURES)
 MAX_AUTO_THREADS = 2  # the most threads `auto` picks: the largest count measured to help
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")  # this process's cgroup path per hierarchy
@@ -68,17 +68,6 @@ def resolve_num_threads(value: int | str, hidden_sizes: Iterable[int], cores: in
             return 1
         return min(cores, MAX_AUTO_THREADS)
     return int(value)  # a positive int (xdrl.config.check checked it)
-
-
-def hidden_sizes(build_cfg) -> list[int]:
-    """Every hidden layer size in an algorithm's build config (its ``*_cells`` keys), and the
-    Nature CNN's 512-unit layer where ``encoder: cnn`` asks for it (Atari presets): its
-    convolutions are work a second thread shares, whatever the small MLP heads' widths."""
-    cells = [v for k, v in build_cfg.items() if str(k).endswith("_cells")]
-    sizes = [int(n) for layers in cells for n in layers]
-    if build_cfg.get("encoder") == "cnn":  # only the pixel-capable algorithms have the key
-        sizes.append(CNN_WIDTH)
-    return sizes
 
 
 def available_cores(

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 TABLE_MD = "sweep_summary.md"
 TABLE_JSON = "sweep_summary.json"
 OPTUNA_RESULTS = "optimization_results.yaml"  # written by hydra_plugins/xdrl_optuna
+RECHECK_TABLE = "recheck.md"  # search vs re-check value per trial (hydra_plugins/xdrl_optuna)
 SUBMITIT_DIR = ".submitit"
 
 
@@ -64,6 +65,7 @@ class SweepSummaryData:
     best: dict[str, Any] | None = None
     unaccounted_submissions: int = 0
     note: str | None = None
+    recheck: str | None = None  # the Optuna re-check table (Markdown), when the sweep ran one
 
     def metric_keys(self) -> list[str]:
         """Every metric any job reported, the objective first."""
@@ -174,7 +176,12 @@ def _read_optuna_best(sweep_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     data = yaml.safe_load(path.read_text()) or {}
-    return {k: v for k, v in data.items() if k != "name"}
+    return {k: v for k, v in data.items() if k not in ("name", "recheck")}  # recheck: its table
+
+
+def _read_recheck(sweep_dir: Path) -> str | None:
+    path = sweep_dir / RECHECK_TABLE
+    return path.read_text() if path.is_file() else None
 
 
 def summarize_sweep(
@@ -192,6 +199,7 @@ def summarize_sweep(
         jobs=jobs,
         best=_read_optuna_best(sweep_dir),
         unaccounted_submissions=max(0, submitted - len(jobs)),
+        recheck=_read_recheck(sweep_dir),
     )
 
 
@@ -235,6 +243,8 @@ def format_table(data: SweepSummaryData) -> str:
         lines.append(f"Optuna best: {json.dumps(data.best, sort_keys=True, default=str)}")
     if data.note:
         lines.append(data.note)
+    if data.recheck:
+        lines += ["", data.recheck.rstrip()]
     return "\n".join(lines) + "\n"
 
 

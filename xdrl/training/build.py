@@ -18,14 +18,15 @@ from torchrl.envs.utils import ExplorationType
 from torchrl.trainers import LRSchedulerHook, Trainer
 
 from xdrl.algorithms.common import AlgorithmParts
+from xdrl.algorithms.recurrent import recurrent_primers
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.config.check import check_config
 from xdrl.config.errors import ConfigError, first_line
 from xdrl.config.settings import EvalSettings
 from xdrl.config.spec import RunSpec
-from xdrl.envs.factory import reward_weights_of
+from xdrl.envs.factory import quiet_vecnorm_note, reward_weights_of
 from xdrl.lean.collector import VectorCollector, fast_rollouts, fits
-from xdrl.lean.trainer import XdrlTrainer
+from xdrl.lean.trainer import ScheduledSaveTrainer, XdrlTrainer
 from xdrl.trainer_hooks.evaluation_history import EvaluationHistory
 from xdrl.trainer_hooks.logging import (
     LoggingEvaluationHookSet,
@@ -123,9 +124,11 @@ def build_algorithm(
     device: str,
     total_frames: int,
     frame_skip: int,
+    lean: bool = True,
 ) -> AlgorithmParts:
     """The algorithm's policy, loss and hooks for ``env`` from its ``algorithm.build`` node
-    (``total_frames`` and ``frame_skip`` only to a builder whose signature takes them)."""
+    (``total_frames``, ``frame_skip`` and ``lean`` only to a builder whose signature takes
+    them)."""
     import inspect
 
     log.info("Instantiating algorithm <%s>", build._target_)
@@ -138,6 +141,8 @@ def build_algorithm(
         extra["total_frames"] = total_frames
     if "frame_skip" in params:
         extra["frame_skip"] = frame_skip
+    if "lean" in params:
+        extra["lean"] = lean
     return _instantiate(
         build,
         "algorithm.build",
@@ -183,6 +188,18 @@ def _sweep_group() -> str | None:
     return "/".join(hydra_cfg.sweep.dir.rstrip("/").split("/")[-2:])
 
 
+def add_recurrent_state(env: Any, policy: Any) -> Any:
+    """Append to ``env`` the primers that hold ``policy``'s hidden states (zeros at each reset)
+    when it holds an LSTM or GRU cell, and return them (None: no cell, ``env`` unchanged). The
+    primers keep such an env off xdrl's lean collector and rollouts
+    (:func:`~xdrl.lean.collector.fits`): TorchRL's carry the state."""
+    primers = recurrent_primers(policy)
+    if primers is not None:
+        with quiet_vecnorm_note():  # re-attaching a VecNormV2 repeats its note
+            env.append_transform(primers)
+    return primers
+
+
 def build_collector(
     env: Any,
     parts: AlgorithmParts,
@@ -191,10 +208,12 @@ def build_collector(
     total_frames: int,
     frame_skip: int,
     device: str,
+    lean: bool = True,
 ) -> Any:
     """xdrl's :class:`~xdrl.lean.collector.VectorCollector` where it fits (same batches, ~8x less
-    time per batch), else TorchRL's ``Collector`` (``total_frames`` in frames, whole batches)."""
-    if fits(env, parts.policy, parts.init_random_frames):
+    time per batch) and ``lean``, else TorchRL's ``Collector`` (``total_frames`` in frames,
+    whole batches)."""
+    if lean and fits(env, parts.policy, parts.init_random_frames):
         return VectorCollector(
             env,
             parts.policy,
@@ -230,6 +249,7 @@ def _train_collector(
             total_frames=spec.total_frames,
             frame_skip=spec.frame_skip,
             device=spec.device,
+            lean=spec.lean,
         )
         return collector, None
     skip = spec.frame_skip  # TorchRL's collectors count agent steps; xdrl's budgets frames
@@ -263,15 +283,11 @@ def build_evaluation(
     ``seed``."""
     if not ev.enabled:
         return None
-    eval_env = fast_rollouts(
-        env_factory(
-            num_envs=ev.episodes,
-            seed=seed,
-            device=device,
-            render=ev.render,
-            evaluation=True,
-        )
+    env = env_factory(
+        num_envs=ev.episodes, seed=seed, device=device, render=ev.render, evaluation=True
     )
+    add_recurrent_state(env, parts.eval_policy)
+    eval_env = fast_rollouts(env)
     envs.append(eval_env)
     return LoggingEvaluationHookSet(
         policy=parts.eval_policy,
@@ -327,7 +343,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     envs: list[Any] = []
     run_dir = spec.run_dir
     candidates = resume_candidates(spec.resume, run_dir)
-    check_before_resume(candidates, spec.resolved, spec.total_frames)  # before anything is written
+    check_before_resume(candidates, spec.resume_check, spec.total_frames)  # before any write
     resume_dir = str(resumed_run_dir(candidates[0])) if candidates else None
 
     # Environment
@@ -344,7 +360,9 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         device=spec.device,
         total_frames=spec.total_frames,
         frame_skip=spec.frame_skip,
+        lean=spec.lean,
     )
+    add_recurrent_state(train_env, parts.policy)
 
     # Collector
     collector, workers = _train_collector(spec, env_factory, train_env, parts)
@@ -379,15 +397,18 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         reduce_stats=spec.reduce_stats,
     )
 
-    # Trainer
-    trainer = XdrlTrainer(
+    # Trainer: lean: false keeps the checkpoint schedule (ScheduledSaveTrainer), not the average
+    trainer_class = XdrlTrainer if spec.lean else ScheduledSaveTrainer
+    stepper = parts.optimization_stepper or DetachedOptimizationStepper(lean=spec.lean)
+    _log_pieces(spec.lean, collector, parts, stepper, trainer_class)
+    trainer = trainer_class(
         collector=collector,
         total_frames=spec.total_frames,
         frame_skip=spec.frame_skip,
         optim_steps_per_batch=parts.optim_steps_per_batch,
         loss_module=parts.loss_module,
         optimizer=optimizer,
-        optimization_stepper=parts.optimization_stepper or DetachedOptimizationStepper(),
+        optimization_stepper=stepper,
         logger=logger,
         clip_grad_norm=spec.max_grad_norm is not None,
         clip_norm=spec.max_grad_norm,
@@ -448,7 +469,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     WandbFinishHook(enabled=is_wandb and not spec.log_model).register(trainer)
 
     # Resume
-    resumed = restore(trainer, candidates, config=spec.resolved, run_dir=run_dir)
+    resumed = restore(trainer, candidates, spec.resume_check)
     restored, approximate = _resume_exactness(env_state, workers)
     if resumed is not None and not restored:  # approximate: fresh episodes
         (workers or train_env).set_seed(spec.seed + int(trainer.collected_frames))
@@ -476,6 +497,29 @@ def _resume_exactness(
         return env_state.train_restored, env_state.approximate
     notes = [n for n in (workers.resume_note, env_state.approximate) if n]
     return workers.resume_note is None, "; ".join(notes) or None
+
+
+def _log_pieces(
+    lean: bool, collector: Any, parts: AlgorithmParts, stepper: Any, trainer: type
+) -> None:
+    """Name the classes the run trains with: what ``lean`` chose, as built."""
+    names = {
+        "collector": type(collector).__name__,
+        "policy": type(parts.policy).__name__,
+        "loss": type(parts.loss_module).__name__,
+    }
+    for stage, hook in parts.hooks:
+        if stage == "process_optim_batch":  # a buffer's bound sample method
+            owner = getattr(hook, "__self__", hook)
+            names["replay"] = type(getattr(owner, "replay_buffer", owner)).__name__
+        elif hasattr(hook, "gae") or hasattr(hook, "value_estimator"):
+            names["advantage"] = type(hook).__name__
+        elif hasattr(hook, "target_params_updater"):
+            names["target"] = type(hook.target_params_updater).__name__
+    names["trainer"] = trainer.__name__
+    names["step"] = "FusedAdamStep" if getattr(stepper, "lean", True) else "optimizer.step()"
+    pieces = ", ".join(f"{piece} {name}" for piece, name in names.items())
+    log.info("Pieces (lean=%s): %s", str(lean).lower(), pieces)
 
 
 def _log_resume_exactness(approximate: str | None) -> None:

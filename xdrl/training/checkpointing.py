@@ -39,16 +39,7 @@ from torchrl.checkpoint import (
 )
 
 from xdrl.config.errors import ConfigError, first_line
-from xdrl.config.renames import renamed_config
-from xdrl.config.resume import (
-    CHECKPOINT_DIR,
-    CHECKPOINT_NAME,
-    CONFIG_FILE,
-    NEVER,
-    config_changes,
-    refuse_resume_changes,
-    saved_config,
-)
+from xdrl.config.resume import CHECKPOINT_DIR, CHECKPOINT_NAME, CONFIG_FILE, NEVER, ResumeCheck
 from xdrl.run.layout import (
     CHECKSUMS_FILE,
     EVALUATIONS_FILE,
@@ -357,19 +348,15 @@ class RunComplete(Exception):
         self.frames = frames
 
 
-def check_before_resume(
-    candidates: list[Path], config: Mapping[str, Any], total_frames: int
-) -> None:
+def check_before_resume(candidates: list[Path], check: ResumeCheck, total_frames: int) -> None:
     """Before anything is built or written: refuse a resume whose config changed what shapes
-    the model or the seed (against the newest checkpoint with a readable config;
-    :func:`restore` judges a damaged one), and raise :class:`RunComplete` when the newest intact
-    checkpoint has the whole budget (verified here: a damaged final checkpoint leaves the tail
-    to train again)."""
+    the model or the seed (``check``'s answer for the newest checkpoint with a readable config,
+    compared once per run, by the CLI's pre-check where it ran; :func:`restore` judges a damaged
+    one), and raise :class:`RunComplete` when the newest intact checkpoint has the whole budget
+    (verified here: a damaged final checkpoint leaves the tail to train again)."""
     for candidate in candidates:
-        saved = saved_config(candidate)
-        if saved is None:
+        if check.changes(candidate) is None:
             continue
-        refuse_resume_changes(candidate, config_changes(saved, config))
         match = CHECKPOINT_NAME.fullmatch(candidate.name)
         if match is None or int(match[1]) < total_frames:
             return
@@ -393,13 +380,11 @@ def _final_evaluation_interrupted(candidate: Path, frames: int) -> bool:
         return False
 
 
-def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> None:
-    """Refuse a resume whose config changed what shapes the model, optimizer or env, or the
-    seed; log any other change (the CLI keeps the run's earlier ``.hydra/`` config in
-    ``.hydra/history`` once the resume is accepted: :mod:`xdrl.run.job_record`)."""
-    saved = renamed_config(yaml.safe_load((candidate / CONFIG_FILE).read_text()) or {})
-    changes = config_changes(saved, config)
-    refuse_resume_changes(candidate, changes)
+def _log_changes(candidate: Path, check: ResumeCheck) -> None:
+    """Log what changed against ``candidate``'s config beside what shapes the model (``check``
+    refused that; the CLI keeps the run's earlier ``.hydra/`` config in ``.hydra/history`` once
+    the resume is accepted: :mod:`xdrl.run.job_record`)."""
+    changes = check.changes(candidate)
     if changes:
         log.warning(
             "Resuming with a changed config (%s)",
@@ -407,12 +392,12 @@ def _check_config(candidate: Path, config: Mapping[str, Any], run_dir: str) -> N
         )
 
 
-def restore(
-    trainer: Any, candidates: list[Path], config: Mapping[str, Any], run_dir: str
-) -> Path | None:
+def restore(trainer: Any, candidates: list[Path], resume_check: ResumeCheck) -> Path | None:
     """Load the newest checkpoint that passes verification into ``trainer``: a damaged one is
-    skipped with one warning naming the file, and the previous one is used. Returns the
-    checkpoint used (None: nothing to resume)."""
+    skipped with one warning naming the file, and the previous one is used. Its config was
+    compared by ``resume_check`` (once per run; an older checkpoint loaded after a damaged one is
+    compared here, the first time it is asked for). Returns the checkpoint used (None: nothing
+    to resume)."""
     check = getattr(trainer.checkpoint, "verify", verify)
     for candidate in candidates:
         try:
@@ -420,7 +405,7 @@ def restore(
         except CorruptCheckpoint as err:
             log.warning("Skipping checkpoint %s: %s; trying the previous one", candidate.name, err)
             continue
-        _check_config(candidate, config, run_dir)
+        _log_changes(candidate, resume_check)
         try:
             trainer.load_from_file(candidate)
         except Exception as err:  # noqa: BLE001 - intact files that do not fit this run

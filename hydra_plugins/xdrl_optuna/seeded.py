@@ -1,0 +1,159 @@
+"""Trials of several seeds: each seed one job, the trial told once every seed has a value.
+
+The jobs of a batch of trials go to the launcher in one call, so the seeds of a trial run side
+by side on whatever the launcher offers (joblib workers, SLURM nodes). Each job's folder is
+``<sweep dir>/<trial>_seed<seed>``, so a command run again after Ctrl-C finds a trial's finished
+seeds in its user attributes and launches only the others (an interrupted one resumes in its
+folder from its checkpoint).
+
+With a pruner (``hydra/sweeper/pruner=wilcoxon``) the seeds go in waves, one seed of every
+trial of the batch per launch, and each seed's value is reported as one step (the step is the
+seed, so the steps of two trials pair seed by seed): Optuna's ``WilcoxonPruner`` compares the
+seeds a trial has run with the same seeds of the best trial and stops it once a signed-rank test
+says it is worse. Without a pruner the whole batch is one launch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+
+from hydra_plugins.xdrl_optuna.seeds import (
+    AGGREGATE_ATTR,
+    INTERVAL_ATTR,
+    PRUNED_ATTR,
+    SEED_VALUES_ATTR,
+    SEEDS_ATTR,
+    aggregate,
+    interval,
+)
+from xdrl.config.errors import first_line
+from xdrl.run.layout import SUMMARY_FILE
+
+log = logging.getLogger(__name__)
+
+# (trial, seed) pairs in, one JobReturn per pair out, in order
+Launch = Callable[[list[tuple[Any, int]]], Sequence[JobReturn]]
+
+
+def job_folder(trial_number: int, seed: int) -> str:
+    """A trial's job folder for one seed, under the sweep dir."""
+    return f"{trial_number}_seed{seed}"
+
+
+def outcome(ret: JobReturn) -> tuple[str, Any]:
+    """What a job left: ``("value", v)``, ``("failed", reason)`` or ``("interrupted", status)``
+    (Ctrl-C or SIGTERM stopped it, or it was not started after a Ctrl-C: the same command
+    continues it)."""
+    status = _run_status(ret)
+    if status in ("interrupted", "stopped", "not_started"):
+        return "interrupted", status
+    if ret.status == JobStatus.FAILED:
+        return "failed", first_line(ret._return_value)
+    if not isinstance(ret.return_value, int | float) or math.isnan(ret.return_value):
+        got = ret.return_value
+        return "failed", f"the run returned no objective (got {got!r}); see its summary.json"
+    return "value", float(ret.return_value)
+
+
+def _run_status(ret: JobReturn) -> str | None:
+    """The ``status`` of the job's summary.json, if it wrote one."""
+    try:
+        out = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))  # type: ignore[union-attr]
+        return str(json.loads((out / SUMMARY_FILE).read_text()).get("status"))
+    except Exception:  # noqa: BLE001 - no summary: the job's JobReturn decides
+        return None
+
+
+def seed_values(trial: Any) -> dict[int, float]:
+    """The seeds of ``trial`` that finished, with their values (from its user attributes)."""
+    return {int(s): float(v) for s, v in trial.user_attrs.get(SEED_VALUES_ATTR, {}).items()}
+
+
+def run_seeded(
+    study: Any,
+    trials: list[Any],
+    *,
+    seeds: list[int],
+    aggregate_name: str,
+    prune: bool,
+    launch: Launch,
+    interrupted: Callable[[], bool],
+) -> None:
+    """Run the seeds each of ``trials`` lacks and tell each trial once it has them all.
+
+    A failed seed fails its trial (one line); an interrupted one leaves it running; with
+    ``prune``, a trial the study's pruner stops after a wave is told PRUNED with the seeds it
+    ran."""
+    active = list(trials)
+    for trial in active:
+        trial.set_user_attr(SEEDS_ATTR, seeds)
+    while active and not interrupted():
+        todo = [(t, [s for s in seeds if s not in seed_values(t)]) for t in active]
+        jobs = [(t, s) for t, missing in todo for s in (missing[:1] if prune else missing)]
+        if not jobs:
+            break
+        outcomes = [(t, s, *outcome(ret)) for (t, s), ret in zip(jobs, launch(jobs), strict=True)]
+        for trial, seed, kind, result in outcomes:  # every finished seed is kept
+            if kind == "value":
+                _record(trial, seed, result)
+        stopped: set[int] = set()
+        for trial, seed, kind, result in outcomes:
+            if kind == "value" or trial.number in stopped:
+                continue
+            stopped.add(trial.number)
+            if kind == "interrupted":
+                log.info("Trial %d seed %d was %s: the same command continues it", trial.number,
+                         seed, result)  # fmt: skip
+            else:
+                _fail(study, trial, f"seed {seed}: {result}")
+        active = [t for t in active if t.number not in stopped]
+        for trial in list(active):
+            if _finish(study, trial, seeds, aggregate_name, prune):
+                active.remove(trial)
+
+
+def _record(trial: Any, seed: int, value: float) -> None:
+    """A seed's value: one pruner step (the step is the seed), then the user attribute that
+    keeps a re-run from launching it again."""
+    trial.report(value, step=seed)
+    values = {str(s): v for s, v in seed_values(trial).items()} | {str(seed): value}
+    trial.set_user_attr(SEED_VALUES_ATTR, values)
+
+
+def _fail(study: Any, trial: Any, reason: str) -> None:
+    from optuna.trial import TrialState
+
+    trial.set_user_attr("error", reason)
+    study.tell(trial.number, state=TrialState.FAIL)
+    log.warning("Trial %d failed: %s", trial.number, reason)
+
+
+def _finish(study: Any, trial: Any, seeds: list[int], aggregate_name: str, prune: bool) -> bool:
+    """Tell ``trial`` if it has every seed (its aggregate) or the pruner stops it; whether it
+    was told."""
+    from optuna.trial import TrialState
+
+    values = seed_values(trial)
+    if all(s in values for s in seeds):
+        measured = [values[s] for s in seeds]
+        value = aggregate(measured, aggregate_name)
+        trial.set_user_attr(AGGREGATE_ATTR, aggregate_name)
+        trial.set_user_attr(INTERVAL_ATTR, interval(measured, aggregate_name))
+        study.tell(trial.number, value)
+        log.info("Trial %d: %s %.4g over seeds %s (%s)", trial.number, aggregate_name, value,
+                 seeds, ", ".join(f"{v:.4g}" for v in measured))  # fmt: skip
+        return True
+    if prune and trial.should_prune():
+        trial.set_user_attr(PRUNED_ATTR, sorted(values))
+        study.tell(trial.number, state=TrialState.PRUNED)
+        log.info("Trial %d pruned after seeds %s (values %s)", trial.number, sorted(values),
+                 [values[s] for s in sorted(values)])  # fmt: skip
+        return True
+    return False

@@ -1,0 +1,176 @@
+"""The honest-search benchmark of issue 37: the same budget of PPO CartPole runs spent as 30 trials
+x 3 seeds, as 90 single-seed trials, and as 30 x 3 with the Wilcoxon pruner; each search's top 3
+trials re-checked on the same 10 test seeds (1000-1009).
+
+Usage:
+    python scripts/honest_search.py run seeds --out bench/honest      # one arm (a sweep)
+    python scripts/honest_search.py run single --out bench/honest
+    python scripts/honest_search.py run wilcoxon --out bench/honest
+    python scripts/honest_search.py table --out bench/honest          # the Markdown table
+    python scripts/honest_search.py plot --out bench/honest --png docs/reports/honest-search.png
+
+Each arm is ``xdrl-train -m experiment=cartpole_ppo hparams_search=ppo_cartpole_seeds`` with the
+arm's overrides, in ``<out>/<arm>``; the table reads what the sweeps wrote
+(``optimization_results.yaml`` and each job's ``summary.json``). A seed "solves" when its final
+10-episode deterministic evaluation reaches the threshold (475, CartPole's usual mark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+XDRL_TRAIN = str(Path(sys.executable).with_name("xdrl-train"))
+THRESHOLD = 475.0
+BASE = ["-m", "experiment=cartpole_ppo", "hparams_search=ppo_cartpole_seeds", "num_threads=1",
+        "logging=none", "checkpoint=none"]  # fmt: skip
+ARMS = {
+    "seeds": ["hydra.sweeper.seeds_per_trial=3", "hydra.sweeper.n_trials=30"],
+    "single": ["hydra.sweeper.seeds_per_trial=1", "hydra.sweeper.n_trials=90"],
+    "wilcoxon": [
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "hydra/sweeper/pruner=wilcoxon",
+    ],
+}
+
+LABELS = {
+    "seeds": "30 trials x 3 seeds",
+    "single": "90 trials x 1 seed",
+    "wilcoxon": "30 trials x 3 seeds, Wilcoxon pruner",
+}
+
+
+def run_arm(arm: str, out: Path, extra: list[str]) -> None:
+    """One sweep; its wall time goes to ``<out>/<arm>/wall_time_s.txt``."""
+    sweep_dir = out / arm
+    args = [XDRL_TRAIN, *BASE, *ARMS[arm], *extra, f"hydra.sweep.dir={sweep_dir}"]
+    start = time.perf_counter()
+    subprocess.run(args, check=True)
+    (sweep_dir / "wall_time_s.txt").write_text(f"{time.perf_counter() - start:.1f}\n")
+
+
+def _jobs(sweep_dir: Path) -> list[dict]:
+    found = []
+    for path in sorted(sweep_dir.glob("**/summary.json")):
+        if "presets" not in path.parts:
+            found.append({"dir": path.parent, **json.loads(path.read_text())})
+    return found
+
+
+def arm_row(sweep_dir: Path) -> dict:
+    """What one arm spent and what its pick scores on the test seeds."""
+    results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
+    jobs = _jobs(sweep_dir)
+    search_jobs = [j for j in jobs if "recheck" not in j["dir"].parts]
+    rows = results.get("recheck") or []
+    by_trial = {r["trial"]: r for r in rows}
+    winner = by_trial.get(results["best_trial"], {})
+    recommended = rows[0] if rows else {}
+
+    def solved(row: dict) -> str:
+        values = [v for v in (row.get("recheck_seeds") or {}).values() if v is not None]
+        return f"{sum(v >= THRESHOLD for v in values)}/{len(values)}" if values else "-"
+
+    wall = sweep_dir / "wall_time_s.txt"
+    return {
+        "arm": sweep_dir.name,
+        "trials": results["trials"],
+        "search_jobs": len(search_jobs),
+        "search_job_s": round(sum(j.get("wall_time_s") or 0.0 for j in search_jobs), 1),
+        "sweep_wall_s": float(wall.read_text()) if wall.is_file() else None,
+        "winner": results["best_trial"],
+        "winner_search": results["best_value"],
+        "winner_test": winner.get("recheck_value"),
+        "winner_solved": solved(winner),
+        "recommended": recommended.get("trial"),
+        "recommended_test": recommended.get("recheck_value"),
+        "recommended_interval": recommended.get("recheck_interval"),
+        "recommended_solved": solved(recommended),
+    }
+
+
+def table(out: Path) -> str:
+    """The Markdown table of every arm under ``out``."""
+    lines = [
+        "| arm | search jobs | job-seconds | sweep wall s | search winner: search IQM -> test IQM"
+        f" (seeds >= {THRESHOLD:g}) | after re-check: test IQM [95% CI] (seeds >= {THRESHOLD:g}) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for arm in ARMS:
+        if not (out / arm / "optimization_results.yaml").is_file():
+            continue
+        r = arm_row(out / arm)
+        ci = r["recommended_interval"]
+        lines.append(
+            f"| {arm} | {r['search_jobs']} | {r['search_job_s']} | {r['sweep_wall_s']} | "
+            f"trial {r['winner']}: {_f(r['winner_search'])} -> {_f(r['winner_test'])} "
+            f"({r['winner_solved']}) | trial {r['recommended']}: {_f(r['recommended_test'])}"
+            f"{f' [{ci[0]:.1f}, {ci[1]:.1f}]' if ci else ''} ({r['recommended_solved']}) |"
+        )
+    return "\n".join(lines)
+
+
+def plot(out: Path, png: Path) -> None:
+    """Search value against re-check value of every re-checked trial, one colour per arm: a
+    point below the diagonal is a trial the search over-estimated."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for arm in ARMS:
+        path = out / arm / "optimization_results.yaml"
+        if not path.is_file():
+            continue
+        rows = yaml.safe_load(path.read_text()).get("recheck") or []
+        rows = [r for r in rows if r["recheck_value"] is not None]
+        label = f"{arm}: {LABELS[arm]}"
+        xs, ys = [r["search_value"] for r in rows], [r["recheck_value"] for r in rows]
+        ax.scatter(xs, ys, label=label)
+    ax.plot([0, 500], [0, 500], color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("search value (IQM of the tuning seeds)")
+    ax.set_ylabel("re-check value (IQM of 10 test seeds)")
+    ax.set_title("PPO CartPole: the top 3 trials of each search, re-checked")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["run", "table", "plot"])
+    parser.add_argument("arm", nargs="?", choices=sorted(ARMS))
+    parser.add_argument("--out", type=Path, default=Path("bench/honest"))
+    parser.add_argument("--png", type=Path, default=Path("honest-search.png"))
+    parser.add_argument("--sampler-seed", type=int, default=0, help="TPE's seed (a repetition)")
+    parser.add_argument("--joblib", type=int, default=0, help="joblib workers (0: one at a time)")
+    args = parser.parse_args()
+    if args.what == "run":
+        if args.arm is None:
+            parser.error("run needs an arm: " + ", ".join(ARMS))
+        launcher = (
+            ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.joblib}"] if args.joblib else []
+        )
+        seed = [f"hydra.sweeper.sampler.seed={args.sampler_seed}"]
+        run_arm(args.arm, args.out.resolve(), [*launcher, *seed])
+    elif args.what == "plot":
+        plot(args.out, args.png)
+    else:
+        print(table(args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -100,11 +100,16 @@ def test_workers_log_the_same_metric_keys_and_counters_as_the_in_process_run(
     from xdrl.run.lifecycle import run
 
     logged = {}
-    for name, extra in (("single", []), ("workers", WORKERS)):
-        run(compose_config([*SMALL, "num_threads=1", *extra], tmp_path / name))
-        logged[name] = read_scalars(tmp_path / name / "logs")
-        assert read_summary(tmp_path / name)["status"] == "completed"
-    assert torch.get_num_threads() == 1  # the run's thread count survives the workers
+    before = torch.get_num_threads()  # this test process's (earlier tests may have set it)
+    torch.set_num_threads(1)  # below the initial pool size, which TorchRL's shutdown restores
+    try:
+        for name, extra in (("single", []), ("workers", WORKERS)):
+            run(compose_config([*SMALL, "num_threads=1", *extra], tmp_path / name))
+            logged[name] = read_scalars(tmp_path / name / "logs")
+            assert read_summary(tmp_path / name)["status"] == "completed"
+        assert torch.get_num_threads() == 1  # the run's thread count survives the workers
+    finally:
+        torch.set_num_threads(before)
     assert sorted(logged["workers"]) == sorted(logged["single"])
     batches = [256, 512]  # SMALL: 512 frames in 256-frame batches
     for name in logged:

@@ -6,6 +6,7 @@ multi-objective), and the policy guide's (docs/policy.md) onnxruntime examples r
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,25 @@ def _export(run_dir: Path, fmt: str, out: Path) -> subprocess.CompletedProcess:
     return run_script("xdrl-export", [str(run_dir), "--format", fmt, "--out", str(out)])
 
 
+@pytest.fixture(scope="module")
+def exported(trained, tmp_path_factory: pytest.TempPathFactory):
+    """``exported(name, fmt)``: ``(xdrl-export's result, the file)`` for ``RUNS[name]``, exported
+    once per module (each export checks its file on 1,000 env observations, and several tests
+    read the same file), into a folder of its own per run."""
+    files: dict[tuple[str, str], tuple[subprocess.CompletedProcess, Path]] = {}
+    folders: dict[str, Path] = {}
+
+    def get(name: str, fmt: str) -> tuple[subprocess.CompletedProcess, Path]:
+        if (name, fmt) not in files:
+            if name not in folders:
+                folders[name] = tmp_path_factory.mktemp(f"export-{name}")
+            out = folders[name] / f"policy.{fmt}"
+            files[name, fmt] = (_export(trained(name), fmt, out), out)
+        return files[name, fmt]
+
+    return get
+
+
 def _torch_actions(run_dir: Path, observations: np.ndarray) -> np.ndarray:
     """The TorchRL policy's deterministic actions on observations as its network saw them in
     training (see :func:`_env_observations`), normalization applied by the env's VecNorm."""
@@ -191,31 +211,31 @@ def _env_observations(run_dir: Path, n: int, seed: int) -> tuple[np.ndarray, np.
     return np.stack(raw), torch.as_tensor(np.stack(seen)).to(dtype).numpy()
 
 
-def test_discrete_onnx_equals_torch_and_other_formats(ppo_run: Path, tmp_path: Path) -> None:
+def test_discrete_onnx_equals_torch_and_other_formats(ppo_run: Path, exported) -> None:
     run_dir = ppo_run
     observations, _ = _env_observations(run_dir, 1000, seed=3)
     expected = _torch_actions(run_dir, observations)
+    files = {}
     for fmt in ("onnx", "pt2", "torchscript"):
-        out = tmp_path / f"policy.{fmt}"
-        result = _export(run_dir, fmt, out)
+        result, files[fmt] = exported("ppo", fmt)
         assert result.returncode == 0, result.stderr
-        assert out.is_file() and not list(tmp_path.glob(".policy*"))  # no temporary left
-    actions = _onnx_actions(tmp_path / "policy.onnx", observations)
+        assert files[fmt].is_file()
+    assert not list(files["onnx"].parent.glob(".policy*"))  # no temporary left
+    actions = _onnx_actions(files["onnx"], observations)
     assert actions.dtype == np.int64 and actions.shape == (1000,)
     assert (actions == expected).all()
     _assert_weights_loaded(run_dir)
     assert len(set(expected.tolist())) == 2  # both actions occur: the check can fail
-    loaded = torch.export.load(str(tmp_path / "policy.pt2")).module()
+    loaded = torch.export.load(str(files["pt2"])).module()
     assert (loaded(torch.from_numpy(observations)).numpy() == expected).all()
-    scripted = torch.jit.load(str(tmp_path / "policy.torchscript"))
+    scripted = torch.jit.load(str(files["torchscript"]))
     assert (scripted(torch.from_numpy(observations[:5])).numpy() == expected[:5]).all()
 
 
 @pytest.mark.parametrize("name", ["sac-vecnorm", "td3"])
-def test_continuous_onnx_within_1e5_and_bounds(trained, tmp_path: Path, name: str) -> None:
+def test_continuous_onnx_within_1e5_and_bounds(trained, exported, name: str) -> None:
     run_dir, normalize = trained(name), name.endswith("vecnorm")
-    out = tmp_path / "policy.onnx"
-    result = _export(run_dir, "onnx", out)
+    result, out = exported(name, "onnx")
     assert result.returncode == 0, result.stderr
     observations, _ = _env_observations(run_dir, 1000, seed=5)
     expected = _torch_actions(run_dir, observations)
@@ -309,7 +329,7 @@ ALL_FORMATS = {"onehot-dqn", "atari-ppo"}
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_every_policy_exports_and_replays_as_load_policy(trained, tmp_path: Path, name: str):
+def test_every_policy_exports_and_replays_as_load_policy(trained, exported, name: str) -> None:
     """Each algorithm x observation kind that trains: the exported file, fed what gymnasium's
     ``env.step`` returns (DST's int32 (row, col), Atari's uint8 stack), acts as load_policy, and
     both act as the TorchRL actor on what the training env gave it (one-hot vectors, casts,
@@ -330,8 +350,7 @@ def test_every_policy_exports_and_replays_as_load_policy(trained, tmp_path: Path
     if name.startswith("atari"):
         assert raw.dtype == np.uint8 and raw.shape[1:] == (4, 84, 84)
     for fmt in ("onnx", "pt2", "torchscript") if name in ALL_FORMATS else ("onnx",):
-        out = tmp_path / f"policy.{fmt}"
-        result = _export(run_dir, fmt, out)
+        result, out = exported(name, fmt)
         assert result.returncode == 0, result.stderr[-2000:]
         assert "Traceback" not in result.stderr and "Warning" not in result.stderr
         if fmt == "onnx":
@@ -382,9 +401,9 @@ def test_load_policy_takes_what_env_step_returns(trained) -> None:
         policy.close()
 
 
-def test_torchscript_export_keeps_stderr_quiet(ppo_run: Path, tmp_path: Path) -> None:
+def test_torchscript_export_keeps_stderr_quiet(exported) -> None:
     """The tracer's boolean-conversion TracerWarning is filtered where it arises."""
-    result = _export(ppo_run, "torchscript", tmp_path / "policy.torchscript")
+    result, _ = exported("ppo", "torchscript")
     assert result.returncode == 0, result.stderr
     assert "TracerWarning" not in result.stderr, result.stderr
 
@@ -410,19 +429,21 @@ def _run_example(code: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_guide_onnxruntime_example_runs_as_written(ppo_run: Path, tmp_path: Path) -> None:
-    result = _export(ppo_run, "onnx", tmp_path / "policy.onnx")
+def test_guide_onnxruntime_example_runs_as_written(exported, tmp_path: Path) -> None:
+    result, out = exported("ppo", "onnx")
     assert result.returncode == 0, result.stderr
+    shutil.copyfile(out, tmp_path / "policy.onnx")  # where the example opens it
     code = _guide_example('gym.make("CartPole-v1"')
     ran = _run_example(code, tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
 
 
-def test_guide_atari_example_plays_a_game(trained, tmp_path: Path) -> None:
+def test_guide_atari_example_plays_a_game(exported, tmp_path: Path) -> None:
     """The policy guide's Atari example, with a time limit of 2,000 emulator frames so that a tiny
     policy's game ends quickly."""
-    result = _export(trained("atari-ppo"), "onnx", tmp_path / "policy.onnx")
+    result, out = exported("atari-ppo", "onnx")
     assert result.returncode == 0, result.stderr
+    shutil.copyfile(out, tmp_path / "policy.onnx")  # where the example opens it
     code = _guide_example("AtariPreprocessing")
     assert code.count("frameskip=1)") == 1
     code = code.replace("frameskip=1)", "frameskip=1, max_episode_steps=2000)")

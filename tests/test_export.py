@@ -19,7 +19,7 @@ from tensordict import TensorDict
 from torchrl.checkpoint import Checkpoint
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from tests.conftest import REPO, run_cli, run_script
+from tests.conftest import REPO, compose_config, read_summary, run_cli, run_script
 from xdrl.policy import export_cli
 from xdrl.policy.loading import load_run
 from xdrl.trainer_hooks.observation_norm import observation_norm
@@ -76,8 +76,8 @@ RUNS: dict[str, list[str]] = {
     "atari-dqn": [
         "experiment=atari_dqn",
         *ATARI,
-        "total_frames=1024",
-        "algorithm.build.init_random_frames=512",
+        "total_frames=256",  # two batches of 128 frames: the second one optimizes
+        "algorithm.build.init_random_frames=128",
         "algorithm.build.buffer_size=1000",
         "algorithm.build.utd=0.125",
     ],
@@ -86,7 +86,10 @@ RUNS: dict[str, list[str]] = {
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory):
-    """``trained(name)``: the run dir of ``RUNS[name]``, trained on first use."""
+    """``trained(name)``: the run dir of ``RUNS[name]``, trained on first use, in process (the
+    tests here are about the exported files; the console script's process is xdrl-export's)."""
+    import xdrl.run.lifecycle
+
     runs: dict[str, Path] = {}
 
     def get(name: str) -> Path:
@@ -97,11 +100,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory):
             overrides = RUNS[name]
             tiny = [] if any(o.startswith("experiment=") for o in overrides) else TINY
             run_dir = tmp_path_factory.mktemp(name) / "run"
-            result = run_cli(
-                [*tiny, *overrides, "num_threads=1", f"hydra.run.dir={run_dir}"],
-                cwd=run_dir.parent,
-            )
-            assert result.returncode == 0, result.stderr[-2000:]
+            xdrl.run.lifecycle.run(compose_config([*tiny, *overrides, "num_threads=1"], run_dir))
+            assert read_summary(run_dir)["status"] == "completed"
             runs[name] = run_dir
         return runs[name]
 

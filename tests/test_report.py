@@ -628,7 +628,7 @@ def _two_metric_sweep(root: Path) -> Path:
 
 def test_unknown_metric_is_one_line_with_a_did_you_mean_and_writes_nothing(tmp_path: Path) -> None:
     root = _two_metric_sweep(tmp_path / "sweep")
-    assert _xdrl_report(root).returncode == 0
+    assert report_main([str(root)]) == 0  # the good report (in process: the CLI is below)
     before = _snapshot(root / "report")
     misspelt = "eval/deterministic/reward/episode_reward_maen"
     result = _xdrl_report(root, "--metric", misspelt)
@@ -656,13 +656,12 @@ def test_unknown_metric_is_one_line_with_a_did_you_mean_and_writes_nothing(tmp_p
 
 def test_a_new_report_replaces_the_old_one_as_a_set(tmp_path: Path) -> None:
     root = _two_metric_sweep(tmp_path / "sweep")
-    assert _xdrl_report(root).returncode == 0
+    assert report_main([str(root)]) == 0
     out = root / "report"
     (out / "pareto.png").write_bytes(b"from an earlier weight sweep")  # a report file: replaced
     (out / "wandb").mkdir()  # not a report file (a W&B run logged from it): carried over
     (out / "wandb" / "run.wandb").write_text("offline run")
-    result = _xdrl_report(root, "--metric", LEN_METRIC)
-    assert result.returncode == 0, result.stderr
+    assert report_main([str(root), "--metric", LEN_METRIC]) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted([*REPORT_FILES, "wandb"])
     assert (out / "wandb" / "run.wandb").read_text() == "offline run"
     assert json.loads((out / "report.json").read_text())["metric"] == LEN_METRIC
@@ -678,7 +677,7 @@ def test_a_full_disk_leaves_the_previous_report_whole(tmp_path: Path) -> None:
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
         out = disk / "report"
-        assert _xdrl_report(root, "--out", out).returncode == 0
+        assert report_main([str(root), "--out", str(out)]) == 0
         before = _snapshot(out)
         # Fill the disk but for half the report's size: the next report cannot be written whole.
         room = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
@@ -693,7 +692,7 @@ def test_a_full_disk_leaves_the_previous_report_whole(tmp_path: Path) -> None:
         assert _snapshot(out) == before
         assert sorted(p.name for p in disk.iterdir()) == ["filler", "report"]  # no temp files
         (disk / "filler").unlink()
-        assert _xdrl_report(root, "--out", out, "--metric", LEN_METRIC).returncode == 0
+        assert report_main([str(root), "--out", str(out), "--metric", LEN_METRIC]) == 0
         assert json.loads((out / "report.json").read_text())["metric"] == LEN_METRIC
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
@@ -737,7 +736,7 @@ def test_corrupt_evaluation_lines_are_skipped_with_a_warning_and_named(tmp_path:
     assert "| completed, short |" in next(x for x in md.splitlines() if x.startswith("| `r3`"))
 
 
-def test_runs_of_different_envs_are_never_ranked_together(tmp_path: Path) -> None:
+def test_runs_of_different_envs_are_never_ranked_together(tmp_path: Path, capsys) -> None:
     key = "eval/deterministic/reward/objective_{}/episode_reward_mean"
     finals = {("dst", 0): 5.0, ("dst", 1): 7.0, ("rg", 0): 50.0, ("rg", 1): 1.0}
     envs = {"dst": ("deep-sea-treasure-v0", 2), "rg": ("resource-gathering-v0", 3)}
@@ -750,8 +749,8 @@ def test_runs_of_different_envs_are_never_ranked_together(tmp_path: Path) -> Non
                      history=[(0, 0.0), (100, value + seed)], env=env_id,
                      extra={key.format(i): value + seed + i for i in range(objectives)},
                      config={"env": {"id": env_id, "reward_weights": weights}})  # fmt: skip
-    result = _xdrl_report(tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert report_main([str(tmp_path)]) == 0
+    stdout = capsys.readouterr().out
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     order = [(g["env"], g["name"]) for g in report["groups"]]
     assert order == [  # by env, best first within it: rg's 1.0 is not ranked below dst's 5.0
@@ -763,7 +762,7 @@ def test_runs_of_different_envs_are_never_ranked_together(tmp_path: Path) -> Non
         ("deep-sea-treasure-v0", "env=dst w=1", "env=dst w=0", 1.0),
         ("resource-gathering-v0", "env=rg w=0", "env=rg w=1", 1.0),
     ]
-    for text in (result.stdout, (tmp_path / "report" / "report.md").read_text()):
+    for text in (stdout, (tmp_path / "report" / "report.md").read_text()):
         tables = text.split("Environment `")[1:]
         assert [t.split("`", 1)[0] for t in tables] == [envs["dst"][0], envs["rg"][0]]
         assert "objective_2" not in tables[0].split("\n\n")[1] and "objective_2" in tables[1]

@@ -60,9 +60,15 @@ RUNS: dict[str, list[str]] = {
         "algorithm=sac",
         "env=pendulum",
         "algorithm.build.init_random_frames=256",
+        "algorithm.build.utd=0.125",  # 32 optimizer steps in the second batch, not 256
         "env.normalize_observations=true",
     ],
-    "td3": ["algorithm=td3", "env=pendulum", "algorithm.build.init_random_frames=256"],
+    "td3": [
+        "algorithm=td3",
+        "env=pendulum",
+        "algorithm.build.init_random_frames=256",
+        "algorithm.build.utd=0.125",
+    ],
     "ppo-vecnorm": ["env.normalize_observations=true"],
     "mo-ppo": ["env=mo_mountaincar"],
     "onehot-dqn": ["experiment=dst_dqn", "total_frames=200", "eval.interval_frames=100"],

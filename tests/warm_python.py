@@ -124,7 +124,39 @@ def run(request: dict) -> None:
     os.environ.update(IMPORT_ENV)
     sys.argv = [request["script"], *request["args"]]
     module, _, function = request["entry_point"].partition(":")
-    sys.exit(getattr(import_module(module), function)())
+    try:
+        code = _exit_code(getattr(import_module(module), function)())
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except BaseException:  # noqa: BLE001 - as the interpreter does: traceback, exit status 1
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    _exit(code)
+
+
+def _exit_code(code: object) -> int:
+    """The exit status ``sys.exit(code)`` gives (a message goes to stderr, status 1)."""
+    if code is None or isinstance(code, int):
+        return int(code or 0)
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _exit(code: int) -> None:
+    """Exit as the interpreter's shutdown does, up to its module teardown: wait for non-daemon
+    threads, run the atexit handlers (logging's flush among them), flush the standard streams,
+    then leave. The teardown itself is skipped: in a child forked from a heap holding torch and
+    TorchRL it touches every object's reference count, copying the parent's pages, and took
+    1.0-1.1 s of CPU per child against 0.05 s without it (6 forks each way, torch 2.13)."""
+    import atexit
+    import threading
+
+    threading._shutdown()  # type: ignore[attr-defined]  # noqa: SLF001 - the interpreter's own step
+    atexit._run_exitfuncs()  # noqa: SLF001 - the interpreter's own step
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

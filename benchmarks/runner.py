@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import contenders
 from benchmarks.contenders import SB3_PYTHON
 
 Row = tuple[str, str, str, str, str, "bool | None"]  # measure, SB3, xdrl, ratio, target, met
@@ -86,6 +87,25 @@ def medians(rows: list[dict[str, Any]], *extra: str) -> dict[str, float | None]:
 def baseline_keys(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     """The baseline's columns, where ``--baseline`` ran."""
     return ("baseline_fps", "baseline_ratio") if rows and "baseline_fps" in rows[0] else ()
+
+
+def add_baseline(
+    runs: dict[str, Callable[..., Any]], options: Options, overrides: list[str], seed: int
+) -> None:
+    """With ``--baseline``: add the other checkout's ``xdrl-train`` on ``overrides`` (and
+    ``--baseline-overrides``) to ``runs``, as a contender giving its frames/s."""
+    if options.baseline:
+        baseline = [*overrides, *options.baseline_overrides]
+        runs["baseline"] = lambda: contenders.xdrl(baseline, seed, executable=options.baseline)[
+            "frames_per_second"
+        ]
+
+
+def baseline_columns(fps: Mapping[str, Any], sb3_fps: float) -> dict[str, float]:
+    """The baseline's row columns (none where ``--baseline`` did not run)."""
+    if "baseline" not in fps:
+        return {}
+    return {"baseline_fps": fps["baseline"], "baseline_ratio": fps["baseline"] / sb3_fps}
 
 
 def run_modes(

@@ -13,7 +13,16 @@ import pytest
 from benchmarks import contenders
 from benchmarks.modes import MODES
 from benchmarks.report import check, fmt, load_targets, markdown, row
-from benchmarks.runner import Mode, Options, Row, alternated, median, run_modes
+from benchmarks.runner import (
+    Mode,
+    Options,
+    Row,
+    add_baseline,
+    alternated,
+    baseline_columns,
+    median,
+    run_modes,
+)
 
 # Per seed, three rounds of each contender's frames/s; medians: seed 0 a 30 b 15, seed 1 a 40 b 10
 FAKE_FPS = {
@@ -159,3 +168,25 @@ def test_a_missing_sb3_venv_names_the_command_that_makes_it(tmp_path: Path) -> N
     with pytest.raises(SystemExit, match="make bench-venv"):
         main(["--mode", "dqn", "--sb3-python", str(missing), "--out", str(tmp_path)])
     assert not (tmp_path / "bench.json").exists()
+
+
+def test_baseline_runs_the_other_checkout_on_the_modes_overrides(monkeypatch) -> None:
+    calls: list[tuple[list[str], int, Any]] = []
+
+    def fake_xdrl(overrides: list[str], seed: int, executable: Any = None) -> dict[str, float]:
+        calls.append((overrides, seed, executable))
+        return {"frames_per_second": 300.0}
+
+    monkeypatch.setattr(contenders, "xdrl", fake_xdrl)
+    runs: dict[str, Any] = {}
+    add_baseline(runs, Options(), ["env=x"], 3)
+    assert runs == {}  # no --baseline: no contender
+    other = Path("/other/.venv/bin/xdrl-train")
+    add_baseline(runs, Options(baseline=other, baseline_overrides=["num_threads=1"]), ["env=x"], 3)
+    assert runs["baseline"]() == 300.0
+    assert calls == [(["env=x", "num_threads=1"], 3, other)]
+    assert baseline_columns({"baseline": 300.0}, 200.0) == {
+        "baseline_fps": 300.0,
+        "baseline_ratio": 1.5,
+    }
+    assert baseline_columns({"xdrl": 1.0}, 200.0) == {}

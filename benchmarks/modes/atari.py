@@ -10,7 +10,15 @@ from typing import Any
 
 from benchmarks import contenders as c
 from benchmarks.report import baseline_rows, check, fmt, row
-from benchmarks.runner import Options, Row, alternated, baseline_keys, medians
+from benchmarks.runner import (
+    Options,
+    Row,
+    add_baseline,
+    alternated,
+    baseline_columns,
+    baseline_keys,
+    medians,
+)
 
 
 def run(options: Options, seeds: list[int]) -> dict[str, Any]:
@@ -28,17 +36,14 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
     rows = []
     for seed in seeds:
         contenders: dict[str, Callable[..., Any]] = {
-            "sb3": lambda s=seed: c.sb3(options.sb3_python, "atari", s, *sb3_args),
-            "xdrl": lambda s=seed: c.xdrl(common, s),
-            "xdrl_bf16": lambda s=seed: c.xdrl([*common, "precision=bf16"], s),
+            "sb3": lambda s=seed: c.sb3(options.sb3_python, "atari", s, *sb3_args)[
+                "frames_per_second"
+            ],
+            "xdrl": lambda s=seed: c.xdrl(common, s)["frames_per_second"],
+            "xdrl_bf16": lambda s=seed: c.xdrl([*common, "precision=bf16"], s)["frames_per_second"],
         }
-        if options.baseline:
-            baseline = [*common, *options.baseline_overrides]
-            contenders["baseline"] = lambda s=seed, b=baseline: c.xdrl(
-                b, s, executable=options.baseline
-            )
-        out = alternated(contenders, seed, options.reps)
-        rows.append(_row(seed, {k: v["frames_per_second"] for k, v in out.items()}))
+        add_baseline(contenders, options, common, seed)
+        rows.append(_row(seed, alternated(contenders, seed, options.reps)))
         print(f"  atari seed {seed}: {rows[-1]}", flush=True)
     return {
         "agent_steps": steps,
@@ -61,8 +66,7 @@ def _row(seed: int, fps: dict[str, float]) -> dict[str, Any]:
         "torch_loop_ratio": None,
         "load_average": os.getloadavg()[0],
     }
-    if "baseline" in fps:
-        out.update(baseline_fps=fps["baseline"], baseline_ratio=fps["baseline"] / fps["sb3"])
+    out.update(baseline_columns(fps, fps["sb3"]))
     return out
 
 

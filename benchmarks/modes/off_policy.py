@@ -9,7 +9,15 @@ from typing import Any
 
 from benchmarks import contenders as c
 from benchmarks.report import baseline_rows, check, fmt, row
-from benchmarks.runner import Options, Row, alternated, baseline_keys, medians
+from benchmarks.runner import (
+    Options,
+    Row,
+    add_baseline,
+    alternated,
+    baseline_columns,
+    baseline_keys,
+    medians,
+)
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "sac": {
@@ -110,11 +118,7 @@ def run(mode: str, options: Options, seeds: list[int]) -> dict[str, Any]:
             ),
             "xdrl": lambda s=seed: c.xdrl(overrides, s),
         }
-        if options.baseline:
-            baseline = [*overrides, *options.baseline_overrides]
-            runs["baseline"] = lambda s=seed, b=baseline: c.xdrl(b, s, executable=options.baseline)[
-                "frames_per_second"
-            ]
+        add_baseline(runs, options, overrides, seed)
         if spec["floor"]:  # the floor, like SB3, at its better thread count
             runs["torch_loop"] = lambda s=seed: _floor(spec, s, frames, warmup)
         rows.append(_row(seed, alternated(runs, seed, options.reps)))
@@ -151,8 +155,7 @@ def _row(seed: int, out: dict[str, Any]) -> dict[str, Any]:
         "torch_loop_ratio": floor / sb if floor is not None else None,
         "xdrl_vs_torch_loop": fps / floor if floor is not None else None,
     }
-    if "baseline" in out:
-        row_.update(baseline_fps=out["baseline"], baseline_ratio=out["baseline"] / sb)
+    row_.update(baseline_columns(out, sb))
     return row_
 
 

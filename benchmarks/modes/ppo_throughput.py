@@ -9,7 +9,15 @@ from typing import Any
 
 from benchmarks import contenders as c
 from benchmarks.report import baseline_rows, check, fmt, row
-from benchmarks.runner import Options, Row, alternated, baseline_keys, medians
+from benchmarks.runner import (
+    Options,
+    Row,
+    add_baseline,
+    alternated,
+    baseline_columns,
+    baseline_keys,
+    medians,
+)
 
 PRESET = ["experiment=cartpole_ppo"]
 
@@ -30,11 +38,7 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
             "torchrl_loop": lambda s=seed: c.loop("torchrl", s, frames),
             "torch_loop": lambda s=seed: c.loop("torch", s, frames),
         }
-        if options.baseline:
-            baseline = [*xdrl_overrides, *options.baseline_overrides]
-            contenders["baseline"] = lambda s=seed, b=baseline: c.xdrl(
-                b, s, executable=options.baseline
-            )["frames_per_second"]
+        add_baseline(contenders, options, xdrl_overrides, seed)
         fps = alternated(contenders, seed, options.reps)
         rows.append(_row(seed, fps))
         print(f"  ppo-throughput seed {seed}: {rows[-1]}", flush=True)
@@ -51,8 +55,7 @@ def _row(seed: int, fps: dict[str, float]) -> dict[str, Any]:
         "ratio": fps["xdrl"] / fps["sb3"],
         "xdrl_vs_torch_loop": fps["xdrl"] / fps["torch_loop"],
     }
-    if "baseline" in fps:
-        out["baseline_ratio"] = fps["baseline"] / fps["sb3"]
+    out.update(baseline_columns(fps, fps["sb3"]))
     return out
 
 

@@ -11,7 +11,15 @@ from typing import Any
 
 from benchmarks import contenders as c
 from benchmarks.report import baseline_rows, check, fmt, row
-from benchmarks.runner import Options, Row, alternated, baseline_keys, medians
+from benchmarks.runner import (
+    Options,
+    Row,
+    add_baseline,
+    alternated,
+    baseline_columns,
+    baseline_keys,
+    medians,
+)
 
 
 def run(options: Options, seeds: list[int]) -> dict[str, Any]:
@@ -32,11 +40,7 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
             )["frames_per_second"],
             "xdrl": lambda s=seed: c.xdrl(common, s)["frames_per_second"],
         }
-        if options.baseline:
-            baseline = [*common, *options.baseline_overrides]
-            contenders["baseline"] = lambda s=seed, b=baseline: c.xdrl(
-                b, s, executable=options.baseline
-            )["frames_per_second"]
+        add_baseline(contenders, options, common, seed)
         fps = alternated(contenders, seed, options.reps)
         rows.append(_row(seed, fps))
         print(f"  recurrent seed {seed}: {rows[-1]}", flush=True)
@@ -53,8 +57,7 @@ def _row(seed: int, fps: dict[str, float]) -> dict[str, Any]:
         "torch_loop_ratio": None,
         "load_average": os.getloadavg()[0],
     }
-    if "baseline" in fps:
-        out.update(baseline_fps=fps["baseline"], baseline_ratio=fps["baseline"] / fps["sb3"])
+    out.update(baseline_columns(fps, fps["sb3"]))
     return out
 
 

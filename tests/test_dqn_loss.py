@@ -25,7 +25,8 @@ def _batch(seed: int = 0) -> TensorDict:
 
 def _losses(**kwargs):
     env = make_env("CartPole-v1", num_envs=2, seed=0)
-    parts = [dqn.build(env, frames_per_batch=64, q_cells=(32, 24), **kwargs) for _ in range(2)]
+    kwargs = {"q_cells": (32, 24), **kwargs}
+    parts = [dqn.build(env, frames_per_batch=64, **kwargs) for _ in range(2)]
     lean = parts[0].loss_module
     assert isinstance(lean, LeanDQNLoss)
     reference = DQNLoss(
@@ -53,8 +54,15 @@ def _run(loss, batch):
     return out, {n: p.grad.clone() for n, p in loss.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"double_dqn": True, "loss_function": "smooth_l1"}])
-def test_same_values_and_gradients_as_dqn_loss(kwargs, monkeypatch) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "tensors"),
+    [
+        ({}, 6),
+        ({"double_dqn": True, "loss_function": "smooth_l1"}, 6),
+        ({"q_cells": (), "q_bias": False}, 1),  # dst_dqn's linear Q-table: one weight, no bias
+    ],
+)
+def test_same_values_and_gradients_as_dqn_loss(kwargs, tensors: int, monkeypatch) -> None:
     lean, reference = _losses(**kwargs)
     calls = []
     original = DQNLoss.forward
@@ -66,7 +74,7 @@ def test_same_values_and_gradients_as_dqn_loss(kwargs, monkeypatch) -> None:
     assert calls == [1]
     torch.testing.assert_close(ours["loss"], theirs["loss"], rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(lean_batch["td_error"], reference_batch["td_error"])
-    assert set(our_grads) == set(their_grads) and len(our_grads) == 6
+    assert set(our_grads) == set(their_grads) and len(our_grads) == tensors
     for name, grad in their_grads.items():
         torch.testing.assert_close(our_grads[name], grad, rtol=1e-6, atol=1e-6, msg=name)
 

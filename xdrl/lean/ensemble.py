@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 Activation = Callable[[torch.Tensor], torch.Tensor]
-Layers = list[tuple[torch.Tensor, torch.Tensor]]
+Layers = list[tuple[torch.Tensor, torch.Tensor | None]]
 
 ACTIVATIONS: dict[type[nn.Module], Activation] = {
     nn.Tanh: torch.tanh,
@@ -28,9 +28,15 @@ ACTIVATIONS: dict[type[nn.Module], Activation] = {
 }
 
 
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    """The activation of a one-layer MLP: it has none (never applied)."""
+    return x
+
+
 def mlp_layout(mlp: nn.Module) -> tuple[list[str], Activation] | None:
     """Names of an MLP's ``Linear`` children and its one hidden activation, or None when the
-    MLP is not a plain ``Linear``/activation stack with a flat output (then no lean path)."""
+    MLP is not a plain ``Linear``/activation stack with a flat output (then no lean path). A
+    single ``Linear`` (a linear Q-table: ``q_cells: []``) has no activation."""
     if not isinstance(mlp, nn.Sequential) or not isinstance(getattr(mlp, "out_features", 1), int):
         return None
     names, acts = [], set()
@@ -42,6 +48,8 @@ def mlp_layout(mlp: nn.Module) -> tuple[list[str], Activation] | None:
         else:
             return None
     children = list(mlp.children())
+    if len(children) == 1 and names:
+        return names, _identity
     if len(acts) != 1 or not all(isinstance(children[i], nn.Linear) for i in (0, -1)):
         return None
     if any(isinstance(a, nn.Linear) == isinstance(b, nn.Linear) for a, b in pairwise(children)):
@@ -72,7 +80,11 @@ def ensemble_forward(layers: Layers, act: Activation, x: torch.Tensor) -> torch.
     for i, (weight, bias) in enumerate(layers):
         if x.dim() == 2:
             x = x.expand(weight.shape[0], *x.shape)
-        x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+        x = (
+            torch.bmm(x, weight.transpose(1, 2))
+            if bias is None
+            else torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+        )
         if i < last:
             x = act(x)
     return x

@@ -18,8 +18,11 @@ ask-and-tell loop:
 - the best trial so far is written to ``<sweep dir>/optimization_results.yaml`` after each batch,
   and every trial with the parameter importances to ``<sweep dir>/study.md``;
 - with ``seeds_per_trial: k`` each trial runs k tuning seeds as k jobs and its value is their
-  aggregate (:mod:`.seeded`; a ``pruner`` stops a trial between seeds), and ``recheck`` re-runs
-  the best trials on fresh test seeds and writes the winner as a preset (:mod:`.recheck`).
+  aggregate (:mod:`.seeded`), and ``recheck`` re-runs the best trials on fresh test seeds and
+  writes the winner as a preset (:mod:`.recheck`);
+- a ``pruner`` stops a trial early: ``WilcoxonPruner`` between its seeds (:mod:`.seeded`), the
+  median, halving and Hyperband pruners on the evaluations its runs write while they
+  train (:mod:`.pruning`: the jobs stop at a checkpoint, their summary.json says ``pruned``).
 
 Loaded by Hydra at start-up: Optuna is imported only when the sweep starts.
 """
@@ -50,6 +53,13 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from hydra_plugins.xdrl_optuna.pruning import (
+    BETWEEN_SEEDS,
+    POLL_S,
+    WITHIN_RUNS,
+    EvaluationWatcher,
+    pruner_kind,
+)
 from hydra_plugins.xdrl_optuna.recheck import RECHECK_DIR, run_recheck
 from hydra_plugins.xdrl_optuna.seeded import job_folder, outcome, run_seeded
 from hydra_plugins.xdrl_optuna.seeds import (
@@ -195,7 +205,8 @@ class OptunaSweeper(Sweeper):
         params: the search space, ``{key: "interval(0.1, 0.3)"}`` (command-line sweeps add to it).
         seeds_per_trial: tuning seeds each trial runs (``seed`` .. ``seed + k - 1``), one job each.
         aggregate: a trial's value from its seeds' values: ``iqm``, ``mean``, ``median``, ``min``.
-        pruner: an Optuna pruner config (``WilcoxonPruner``) judging a trial seed by seed.
+        pruner: an Optuna pruner config: ``WilcoxonPruner`` judges a trial seed by seed; the
+            median, halving and Hyperband pruners judge its runs' evaluations.
         recheck: ``{top, seeds, first_seed}``: re-run the ``top`` best trials on ``seeds`` test
             seeds from ``first_seed`` on, and write the best after re-check as a preset.
 
@@ -230,6 +241,7 @@ class OptunaSweeper(Sweeper):
         self.aggregate = aggregate
         self.pruner = _built(pruner)
         self.recheck = {"top": 0, "seeds": 10, "first_seed": 1000, **(recheck or {})}
+        self.poll_s = POLL_S  # seconds between reads of the running jobs' evaluations
         self.config: DictConfig | None = None
         self.launcher: Any = None
         self.hydra_context: HydraContext | None = None
@@ -303,9 +315,13 @@ class OptunaSweeper(Sweeper):
 
     @property
     def _prunes(self) -> bool:
-        from optuna.pruners import NopPruner
+        return self._prune_kind is not None
 
-        return self.pruner is not None and not isinstance(self.pruner, NopPruner)
+    @property
+    def _prune_kind(self) -> str | None:
+        """``seeds`` (Wilcoxon, between a trial's seeds), ``evaluations`` (within its runs) or
+        None (no pruner)."""
+        return pruner_kind(self.pruner)
 
     def _base_seed(self) -> int:
         assert self.config is not None
@@ -318,11 +334,36 @@ class OptunaSweeper(Sweeper):
             base_seed=self._base_seed(),
             recheck=self.recheck,
         )
-        if self._prunes and self.seeds_per_trial < 2:
+        self._check_pruner()
+
+    def _check_pruner(self) -> None:
+        """An Optuna pruner that has steps to judge: two seeds or more for Wilcoxon, evaluations
+        during the runs for the others."""
+        from optuna.pruners import BasePruner
+
+        assert self.config is not None
+        if self.pruner is not None and not isinstance(self.pruner, BasePruner):
+            raise ConfigError(
+                "hydra.sweeper.pruner",
+                f"{type(self.pruner).__name__} is not an Optuna pruner; pick "
+                "hydra/sweeper/pruner=none|wilcoxon|median|halving|hyperband",
+            )
+        kind = self._prune_kind
+        if kind == BETWEEN_SEEDS and self.seeds_per_trial < 2:
             raise ConfigError(
                 "hydra.sweeper.pruner",
                 "prunes between a trial's seeds; set seeds_per_trial >= 2 (or pruner=none)",
             )
+        if kind == WITHIN_RUNS:
+            total, every = int(self.config.total_frames), int(self.config.eval.interval_frames)
+            if not self.config.eval.enabled or every >= total:
+                raise ConfigError(
+                    "hydra.sweeper.pruner",
+                    f"{type(self.pruner).__name__} judges the evaluations a run writes while it "
+                    f"trains, and with eval.enabled={self.config.eval.enabled}, "
+                    f"eval.interval_frames={every} and total_frames={total} there are none; set "
+                    f"eval.interval_frames={max(total // 8, 1)} (or pruner=none)",
+                )
 
     def _launch_seeded(
         self, jobs: list[tuple[Any, int]], fixed: list[str], folder: Callable[[Any, int], str]
@@ -426,16 +467,20 @@ class OptunaSweeper(Sweeper):
 
     def _launch(self, study: Any, trials: list[Any], fixed: list[str], sweep_dir: Path) -> None:
         if self._seeded:
+            seeds = tuning_seeds(self._base_seed(), self.seeds_per_trial)
             run_seeded(
                 study,
                 trials,
-                seeds=tuning_seeds(self._base_seed(), self.seeds_per_trial),
+                seeds=seeds,
                 aggregate_name=self.aggregate,
-                prune=self._prunes,
+                prune=self._prune_kind == BETWEEN_SEEDS,
                 launch=lambda jobs: self._launch_seeded(
                     jobs, fixed, lambda t, s: job_folder(t.number, s)
                 ),
                 interrupted=lambda: sweep_interrupted(sweep_dir),
+                watch=self._watcher(study, seeds, sweep_dir)
+                if self._prune_kind == WITHIN_RUNS
+                else None,
             )
             _write_results(study, sweep_dir)
             return
@@ -445,6 +490,26 @@ class OptunaSweeper(Sweeper):
             for trial, ret in zip(group, returns, strict=True):
                 _tell(study, trial, ret)
         _write_results(study, sweep_dir)
+
+    def _watcher(
+        self, study: Any, seeds: list[int], sweep_dir: Path
+    ) -> Callable[[list[Any]], EvaluationWatcher]:
+        """What watches a launch's trials for a pruner within runs (:mod:`.pruning`)."""
+        assert self.config is not None
+        objective = str(self.config.objective)
+
+        def watch(trials: list[Any]) -> EvaluationWatcher:
+            return EvaluationWatcher(
+                study,
+                trials,
+                seeds=seeds,
+                folder=lambda t, s: sweep_dir / job_folder(t.number, s),
+                objective=objective,
+                aggregate_name=self.aggregate,
+                poll_s=self.poll_s,
+            )
+
+        return watch
 
 
 def _unseeded(fixed: list[str]) -> list[str]:

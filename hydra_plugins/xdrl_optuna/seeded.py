@@ -10,7 +10,9 @@ With a pruner (``hydra/sweeper/pruner=wilcoxon``) the seeds go in waves, one see
 trial of the batch per launch, and each seed's value is reported as one step (the step is the
 seed, so the steps of two trials pair seed by seed): Optuna's ``WilcoxonPruner`` compares the
 seeds a trial has run with the same seeds of the best trial and stops it once a signed-rank test
-says it is worse. Without a pruner the whole batch is one launch.
+says it is worse. Without a pruner the whole batch is one launch. A pruner that judges runs
+while they train (median, halving: :mod:`.pruning`) keeps the one launch and watches its
+evaluations; a job it stops says ``pruned`` in its summary.json and its trial is told PRUNED.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 
+from hydra_plugins.xdrl_optuna.pruning import PRUNED_AT_ATTR
 from hydra_plugins.xdrl_optuna.seeds import (
     AGGREGATE_ATTR,
     INTERVAL_ATTR,
@@ -48,12 +52,14 @@ def job_folder(trial_number: int, seed: int) -> str:
 
 
 def outcome(ret: JobReturn) -> tuple[str, Any]:
-    """What a job left: ``("value", v)``, ``("failed", reason)`` or ``("interrupted", status)``
-    (Ctrl-C or SIGTERM stopped it, or it was not started after a Ctrl-C: the same command
-    continues it)."""
+    """What a job left: ``("value", v)``, ``("failed", reason)``, ``("pruned", "pruned")`` (a
+    pruner stopped it at a checkpoint) or ``("interrupted", status)`` (Ctrl-C or SIGTERM stopped
+    it, or it was not started after a Ctrl-C: the same command continues it)."""
     status = _run_status(ret)
     if status in ("interrupted", "stopped", "not_started"):
         return "interrupted", status
+    if status == "pruned":
+        return "pruned", status
     if ret.status == JobStatus.FAILED:
         return "failed", first_line(ret._return_value)
     if not isinstance(ret.return_value, int | float) or math.isnan(ret.return_value):
@@ -85,12 +91,14 @@ def run_seeded(
     prune: bool,
     launch: Launch,
     interrupted: Callable[[], bool],
+    watch: Callable[[list[Any]], AbstractContextManager[Any]] | None = None,
 ) -> None:
     """Run the seeds each of ``trials`` lacks and tell each trial once it has them all.
 
     A failed seed fails its trial (one line); an interrupted one leaves it running; with
-    ``prune``, a trial the study's pruner stops after a wave is told PRUNED with the seeds it
-    ran."""
+    ``prune`` (between seeds), a trial the study's pruner stops after a wave is told PRUNED with
+    the seeds it ran. ``watch(trials)``: a context around each launch that reports the running
+    jobs' evaluations and prunes within runs (:class:`~.pruning.EvaluationWatcher`)."""
     active = list(trials)
     for trial in active:
         trial.set_user_attr(SEEDS_ATTR, seeds)
@@ -99,16 +107,20 @@ def run_seeded(
         jobs = [(t, s) for t, missing in todo for s in (missing[:1] if prune else missing)]
         if not jobs:
             break
-        outcomes = [(t, s, *outcome(ret)) for (t, s), ret in zip(jobs, launch(jobs), strict=True)]
+        with watch(active) if watch is not None else nullcontext():
+            returns = launch(jobs)
+        outcomes = [(t, s, *outcome(ret)) for (t, s), ret in zip(jobs, returns, strict=True)]
         for trial, seed, kind, result in outcomes:  # every finished seed is kept
             if kind == "value":
-                _record(trial, seed, result)
+                _record(trial, seed, result, report=prune)
         stopped: set[int] = set()
         for trial, seed, kind, result in outcomes:
             if kind == "value" or trial.number in stopped:
                 continue
             stopped.add(trial.number)
-            if kind == "interrupted":
+            if kind == "pruned":
+                _pruned_in_run(study, trial, seed)
+            elif kind == "interrupted":
                 log.info("Trial %d seed %d was %s: the same command continues it", trial.number,
                          seed, result)  # fmt: skip
             else:
@@ -119,12 +131,24 @@ def run_seeded(
                 active.remove(trial)
 
 
-def _record(trial: Any, seed: int, value: float) -> None:
-    """A seed's value: one pruner step (the step is the seed), then the user attribute that
-    keeps a re-run from launching it again."""
-    trial.report(value, step=seed)
+def _record(trial: Any, seed: int, value: float, *, report: bool) -> None:
+    """A seed's value: with ``report``, one pruner step (the step is the seed: the Wilcoxon
+    pruner's), then the user attribute that keeps a re-run from launching it again."""
+    if report:
+        trial.report(value, step=seed)
     values = {str(s): v for s, v in seed_values(trial).items()} | {str(seed): value}
     trial.set_user_attr(SEED_VALUES_ATTR, values)
+
+
+def _pruned_in_run(study: Any, trial: Any, seed: int) -> None:
+    """Tell a trial PRUNED whose job ``seed`` a pruner stopped inside the run."""
+    from optuna.trial import TrialState
+
+    values = seed_values(trial)
+    at = trial.user_attrs.get(PRUNED_AT_ATTR)
+    study.tell(trial.number, state=TrialState.PRUNED)
+    log.info("Trial %d pruned at %s frames (seed %d stopped; seeds done: %s)", trial.number, at,
+             seed, sorted(values))  # fmt: skip
 
 
 def _fail(study: Any, trial: Any, reason: str) -> None:

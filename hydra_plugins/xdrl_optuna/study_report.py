@@ -1,8 +1,9 @@
 """``<sweep dir>/study.md``: the study as a person reads it, written after every batch.
 
 One row per launched trial (state, value and interval, each seed's value, parameters, why it
-failed or after which seeds it was pruned), best first, then Optuna's parameter importances
-(``optuna.importance.get_param_importances``, fANOVA on the complete trials). The same study
+failed, after which seeds or at how many frames it was pruned), best first, then Optuna's
+parameter importances (``optuna.importance.get_param_importances``, fANOVA on the complete
+trials). The same study
 opens in ``optuna-dashboard sqlite:///<sweep dir>/optuna.db`` for plots.
 """
 
@@ -13,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from hydra_plugins.xdrl_optuna.pruning import PRUNED_AT_ATTR
 from hydra_plugins.xdrl_optuna.seeds import INTERVAL_ATTR, PRUNED_ATTR, SEED_VALUES_ATTR
 from xdrl.run.layout import write_atomically
 
@@ -37,6 +39,8 @@ def _row(trial: Any) -> str:
     note = attrs.get("error") or (
         f"pruned after seeds {attrs[PRUNED_ATTR]}" if PRUNED_ATTR in attrs else ""
     )
+    if attrs.get(PRUNED_AT_ATTR) is not None:
+        note = f"pruned at {attrs[PRUNED_AT_ATTR]:,} frames"
     params = ", ".join(f"{k}={_num(v)}" for k, v in trial.params.items())
     state = trial.state.name.lower()
     return f"| {trial.number} | {state} | {value} | {seeds or '-'} | {params} | {note} |"

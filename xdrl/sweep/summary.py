@@ -234,6 +234,9 @@ def format_table(data: SweepSummaryData) -> str:
     skipped = sum(job.status == "not_started" for job in data.jobs)
     if stopped or skipped:
         lines.append(f"{stopped} interrupted at a checkpoint, {skipped} not started")
+    pruned = sum(job.status == "pruned" for job in data.jobs)
+    if pruned:
+        lines.append(f"{pruned} pruned by the Optuna sweeper's pruner (stopped at a checkpoint)")
     if data.unaccounted_submissions:
         lines.append(
             f"{data.unaccounted_submissions} submitted job(s) left no job folder: see "

@@ -192,6 +192,31 @@ def check_space(config: DictConfig, space: dict[str, Any], spec: dict[str, str])
             )
 
 
+def check_sampler(sampler: Any, space: dict[str, Any], spec: dict[str, str]) -> None:
+    """A sampler that can sample ``space``: CMA-ES needs the ``cmaes`` package and numeric
+    dimensions only (Optuna would sample a categorical one at random, apart from the model, with
+    a warning at every trial)."""
+    import importlib.util
+
+    from optuna.distributions import CategoricalDistribution
+    from optuna.samplers import CmaEsSampler
+
+    if not isinstance(sampler, CmaEsSampler):
+        return
+    if importlib.util.find_spec("cmaes") is None:
+        raise ConfigError(
+            "hydra.sweeper.sampler",
+            "CMA-ES needs the cmaes package; pip install 'xdrl[cmaes]' (or sampler=tpe)",
+        )
+    for key, dist in space.items():
+        if isinstance(dist, CategoricalDistribution):
+            raise ConfigError(
+                "hydra.sweeper.sampler",
+                f"CMA-ES samples numeric dimensions only and {key} is {spec[key]} (categorical);"
+                " write it as interval(a,b) or tag(int, interval(a,b)), or use sampler=tpe",
+            )
+
+
 class OptunaSweeper(Sweeper):
     """Hydra sweeper running an Optuna study (ask and tell) whose trials are xdrl runs.
 
@@ -284,7 +309,8 @@ class OptunaSweeper(Sweeper):
     def sweep(self, arguments: list[str]) -> None:
         assert self.config is not None
         try:  # before any trial or folder: one line, exit 2
-            space, _, fixed = self._space(arguments)
+            space, spec, fixed = self._space(arguments)
+            check_sampler(self.sampler_config, space, spec)
             if self.direction not in ("maximize", "minimize"):
                 raise ConfigError(
                     "hydra.sweeper.direction", f"got {self.direction!r}; set maximize or minimize"

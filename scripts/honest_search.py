@@ -1,11 +1,14 @@
 """The honest-search benchmark of issue 37: the same budget of PPO CartPole runs spent as 30 trials
 x 3 seeds, as 90 single-seed trials, and as 30 x 3 with the Wilcoxon pruner; each search's top 3
-trials re-checked on the same 10 test seeds (1000-1009).
+trials re-checked on the same 10 test seeds (1000-1009). The arms ``evals`` and ``median`` compare
+30 x 3 with and without the median pruner on evaluations during training (run with --joblib 3).
 
 Usage:
     python scripts/honest_search.py run seeds --out bench/honest      # one arm (a sweep)
     python scripts/honest_search.py run single --out bench/honest
     python scripts/honest_search.py run wilcoxon --out bench/honest
+    python scripts/honest_search.py run evals --joblib 3 --out bench/honest
+    python scripts/honest_search.py run median --joblib 3 --out bench/honest
     python scripts/honest_search.py table --out bench/honest          # the Markdown table
     python scripts/honest_search.py plot --out bench/honest --png docs/reports/honest-search.png
 
@@ -38,12 +41,30 @@ ARMS = {
         "hydra.sweeper.n_trials=30",
         "hydra/sweeper/pruner=wilcoxon",
     ],
+    # Pruning within runs needs evaluations during training: both arms evaluate every 2,048
+    # frames (4 evaluations, the last the final one) and run one trial's 3 seeds side by side
+    # (--joblib 3, hydra.sweeper.n_jobs=1), so a trial's value at each step is there together.
+    "evals": [
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "hydra.sweeper.n_jobs=1",
+        "eval.interval_frames=2048",
+    ],
+    "median": [
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "hydra.sweeper.n_jobs=1",
+        "eval.interval_frames=2048",
+        "hydra/sweeper/pruner=median",
+    ],
 }
 
 LABELS = {
     "seeds": "30 trials x 3 seeds",
     "single": "90 trials x 1 seed",
     "wilcoxon": "30 trials x 3 seeds, Wilcoxon pruner",
+    "evals": "30 trials x 3 seeds, evaluated every 2,048 frames",
+    "median": "30 trials x 3 seeds, median pruner on the evaluations",
 }
 
 

@@ -53,6 +53,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from hydra_plugins.xdrl_optuna.objectives import frames_to_reach, pareto_rows
 from hydra_plugins.xdrl_optuna.pruning import (
     BETWEEN_SEEDS,
     POLL_S,
@@ -234,6 +235,8 @@ class OptunaSweeper(Sweeper):
             median, halving and Hyperband pruners judge its runs' evaluations.
         recheck: ``{top, seeds, first_seed}``: re-run the ``top`` best trials on ``seeds`` test
             seeds from ``first_seed`` on, and write the best after re-check as a preset.
+        frames_to_reach: a second objective, the frames until a run's evaluations first reach
+            this value (minimized; None: one objective); the result is a Pareto set.
 
     Example::
 
@@ -254,6 +257,7 @@ class OptunaSweeper(Sweeper):
         aggregate: str = "iqm",
         pruner: Any = None,
         recheck: dict[str, int] | None = None,
+        frames_to_reach: float | None = None,
     ) -> None:
         self.sampler_config = sampler
         self.direction = direction
@@ -267,6 +271,7 @@ class OptunaSweeper(Sweeper):
         self.pruner = _built(pruner)
         self.recheck = {"top": 0, "seeds": 10, "first_seed": 1000, **(recheck or {})}
         self.poll_s = POLL_S  # seconds between reads of the running jobs' evaluations
+        self.frames_to_reach = frames_to_reach
         self.config: DictConfig | None = None
         self.launcher: Any = None
         self.hydra_context: HydraContext | None = None
@@ -320,6 +325,7 @@ class OptunaSweeper(Sweeper):
                     "hydra.sweeper.n_trials", "n_trials and n_jobs must be >= 1; set e.g. 20 and 1"
                 )
             self._check_seeds()
+            self._check_two_objectives()
         except ConfigError as err:
             print(f"xdrl-train: config error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -337,7 +343,7 @@ class OptunaSweeper(Sweeper):
     @property
     def _seeded(self) -> bool:
         """Whether trials run as one job per seed (several seeds, or a pruner between seeds)."""
-        return self.seeds_per_trial != 1 or self._prunes
+        return self.seeds_per_trial != 1 or self._prunes or self.frames_to_reach is not None
 
     @property
     def _prunes(self) -> bool:
@@ -362,6 +368,38 @@ class OptunaSweeper(Sweeper):
         )
         self._check_pruner()
 
+    def _check_two_objectives(self) -> None:
+        """``frames_to_reach`` needs evaluations during training, a sampler and a study that
+        take two objectives (no pruner, no CMA-ES) and no re-check (which ranks on one)."""
+        from optuna.samplers import CmaEsSampler
+
+        if self.frames_to_reach is None:
+            return
+        key = "hydra.sweeper.frames_to_reach"
+        if isinstance(self.frames_to_reach, bool) or not isinstance(
+            self.frames_to_reach, int | float
+        ):
+            raise ConfigError(key, f"got {self.frames_to_reach!r}; set a number (e.g. 475)")
+        self._check_evaluations(key, "reads the evaluations a run writes while it trains")
+        if self._prunes:
+            raise ConfigError(key, "Optuna prunes one-objective studies only; set pruner=none")
+        if isinstance(self.sampler_config, CmaEsSampler):
+            raise ConfigError(key, "CMA-ES samples one objective only; use sampler=tpe")
+        if self.recheck["top"]:
+            raise ConfigError(key, "the re-check ranks trials on one objective; set recheck.top=0")
+
+    def _check_evaluations(self, key: str, what: str) -> None:
+        """Evaluations during training (not only the final one), or a config error at ``key``."""
+        assert self.config is not None
+        total, every = int(self.config.total_frames), int(self.config.eval.interval_frames)
+        if not self.config.eval.enabled or every >= total:
+            raise ConfigError(
+                key,
+                f"{what}, and with eval.enabled={self.config.eval.enabled}, "
+                f"eval.interval_frames={every} and total_frames={total} there are none; set "
+                f"eval.interval_frames={max(total // 8, 1)}",
+            )
+
     def _check_pruner(self) -> None:
         """An Optuna pruner that has steps to judge: two seeds or more for Wilcoxon, evaluations
         during the runs for the others."""
@@ -381,15 +419,11 @@ class OptunaSweeper(Sweeper):
                 "prunes between a trial's seeds; set seeds_per_trial >= 2 (or pruner=none)",
             )
         if kind == WITHIN_RUNS:
-            total, every = int(self.config.total_frames), int(self.config.eval.interval_frames)
-            if not self.config.eval.enabled or every >= total:
-                raise ConfigError(
-                    "hydra.sweeper.pruner",
-                    f"{type(self.pruner).__name__} judges the evaluations a run writes while it "
-                    f"trains, and with eval.enabled={self.config.eval.enabled}, "
-                    f"eval.interval_frames={every} and total_frames={total} there are none; set "
-                    f"eval.interval_frames={max(total // 8, 1)} (or pruner=none)",
-                )
+            name = type(self.pruner).__name__
+            self._check_evaluations(
+                "hydra.sweeper.pruner",
+                f"{name} judges the evaluations a run writes while it trains (or set pruner=none)",
+            )
 
     def _launch_seeded(
         self, jobs: list[tuple[Any, int]], fixed: list[str], folder: Callable[[Any, int], str]
@@ -442,7 +476,7 @@ class OptunaSweeper(Sweeper):
             storage=storage,
             sampler=optuna.samplers.RandomSampler(),  # replaced below, once the length is known
             pruner=self.pruner if self._prunes else None,
-            direction=self.direction,  # type: ignore[arg-type]  # checked in sweep()
+            directions=self._directions(),  # type: ignore[arg-type]  # checked in sweep()
             load_if_exists=True,
         )
         study.sampler = self._sampler(len(study.get_trials(deepcopy=False)))
@@ -450,6 +484,10 @@ class OptunaSweeper(Sweeper):
         if finished:
             log.info("Study %s in %s: %d trials already finished", name, storage, finished)
         return study
+
+    def _directions(self) -> list[str]:
+        """The study's directions: the objective's, then ``minimize`` for frames to reach."""
+        return [self.direction] + (["minimize"] if self.frames_to_reach is not None else [])
 
     def _sampler(self, trials: int) -> Any:
         """The configured sampler; in a study that holds trials, a seeded one gets the seed
@@ -507,6 +545,7 @@ class OptunaSweeper(Sweeper):
                 watch=self._watcher(study, seeds, sweep_dir)
                 if self._prune_kind == WITHIN_RUNS
                 else None,
+                second=self._frames_to(sweep_dir) if self.frames_to_reach is not None else None,
             )
             _write_results(study, sweep_dir)
             return
@@ -516,6 +555,18 @@ class OptunaSweeper(Sweeper):
             for trial, ret in zip(group, returns, strict=True):
                 _tell(study, trial, ret)
         _write_results(study, sweep_dir)
+
+    def _frames_to(self, sweep_dir: Path) -> Callable[[Any, int], float]:
+        """A finished seed's frames to reach ``frames_to_reach``, from its evaluations."""
+        assert self.config is not None and self.frames_to_reach is not None
+        objective, threshold = str(self.config.objective), float(self.frames_to_reach)
+        maximize = self.direction == "maximize"
+
+        def frames(trial: Any, seed: int) -> float:
+            folder = sweep_dir / job_folder(trial.number, seed)
+            return frames_to_reach(folder, objective, threshold, maximize)
+
+        return frames
 
     def _watcher(
         self, study: Any, seeds: list[int], sweep_dir: Path
@@ -685,7 +736,9 @@ def _finished(study: Any) -> int:
 def _best(study: Any) -> Any:
     from optuna.trial import TrialState
 
-    return study.best_trial if study.get_trials(states=(TrialState.COMPLETE,)) else None
+    if len(study.directions) > 1 or not study.get_trials(states=(TrialState.COMPLETE,)):
+        return None  # two objectives: a Pareto set (pareto_rows), no one best trial
+    return study.best_trial
 
 
 def _write_results(
@@ -717,6 +770,8 @@ def _write_results(
     if best is not None and SEEDS_ATTR in best.user_attrs:
         results["best_seed_values"] = best.user_attrs.get(SEED_VALUES_ATTR)
         results["best_interval"] = best.user_attrs.get(INTERVAL_ATTR)
+    if len(study.directions) > 1:
+        results["pareto_set"] = pareto_rows(study)
     if recheck:
         results["recheck"] = recheck
         results["recommended"] = {k: recheck[0].get(k) for k in ("trial", "params", "preset")}
@@ -728,6 +783,11 @@ def _write_results(
 
 
 def _log_best(study: Any) -> None:
+    if len(study.directions) > 1:
+        for row in pareto_rows(study):
+            log.info("Pareto set: trial %d, values %s, %s", row["trial"], row["values"],
+                     row["params"])  # fmt: skip
+        return
     best = _best(study)
     if best is None:
         log.warning("No trial finished with a value; see the sweep table")

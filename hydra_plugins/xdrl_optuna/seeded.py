@@ -27,6 +27,7 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 
+from hydra_plugins.xdrl_optuna.objectives import FRAMES_TO_ATTR
 from hydra_plugins.xdrl_optuna.pruning import PRUNED_AT_ATTR
 from hydra_plugins.xdrl_optuna.seeds import (
     AGGREGATE_ATTR,
@@ -92,13 +93,16 @@ def run_seeded(
     launch: Launch,
     interrupted: Callable[[], bool],
     watch: Callable[[list[Any]], AbstractContextManager[Any]] | None = None,
+    second: Callable[[Any, int], float] | None = None,
 ) -> None:
     """Run the seeds each of ``trials`` lacks and tell each trial once it has them all.
 
     A failed seed fails its trial (one line); an interrupted one leaves it running; with
     ``prune`` (between seeds), a trial the study's pruner stops after a wave is told PRUNED with
     the seeds it ran. ``watch(trials)``: a context around each launch that reports the running
-    jobs' evaluations and prunes within runs (:class:`~.pruning.EvaluationWatcher`)."""
+    jobs' evaluations and prunes within runs (:class:`~.pruning.EvaluationWatcher`).
+    ``second(trial, seed)``: a finished seed's second objective (:mod:`.objectives`); the trial
+    is then told both aggregates."""
     active = list(trials)
     for trial in active:
         trial.set_user_attr(SEEDS_ATTR, seeds)
@@ -113,22 +117,31 @@ def run_seeded(
         for trial, seed, kind, result in outcomes:  # every finished seed is kept
             if kind == "value":
                 _record(trial, seed, result, report=prune)
-        stopped: set[int] = set()
-        for trial, seed, kind, result in outcomes:
-            if kind == "value" or trial.number in stopped:
-                continue
-            stopped.add(trial.number)
-            if kind == "pruned":
-                _pruned_in_run(study, trial, seed)
-            elif kind == "interrupted":
-                log.info("Trial %d seed %d was %s: the same command continues it", trial.number,
-                         seed, result)  # fmt: skip
-            else:
-                _fail(study, trial, f"seed {seed}: {result}")
+                if second is not None:
+                    _record_second(trial, seed, second(trial, seed))
+        stopped = _stop_unfinished(study, outcomes)
         active = [t for t in active if t.number not in stopped]
         for trial in list(active):
-            if _finish(study, trial, seeds, aggregate_name, prune):
+            if _finish(study, trial, seeds, aggregate_name, prune, two=second is not None):
                 active.remove(trial)
+
+
+def _stop_unfinished(study: Any, outcomes: list[tuple[Any, int, str, Any]]) -> set[int]:
+    """Settle the trials a seed did not finish: pruned, failed, or left running (interrupted);
+    the numbers of those trials."""
+    stopped: set[int] = set()
+    for trial, seed, kind, result in outcomes:
+        if kind == "value" or trial.number in stopped:
+            continue
+        stopped.add(trial.number)
+        if kind == "pruned":
+            _pruned_in_run(study, trial, seed)
+        elif kind == "interrupted":
+            log.info("Trial %d seed %d was %s: the same command continues it", trial.number,
+                     seed, result)  # fmt: skip
+        else:
+            _fail(study, trial, f"seed {seed}: {result}")
+    return stopped
 
 
 def _record(trial: Any, seed: int, value: float, *, report: bool) -> None:
@@ -138,6 +151,16 @@ def _record(trial: Any, seed: int, value: float, *, report: bool) -> None:
         trial.report(value, step=seed)
     values = {str(s): v for s, v in seed_values(trial).items()} | {str(seed): value}
     trial.set_user_attr(SEED_VALUES_ATTR, values)
+
+
+def _record_second(trial: Any, seed: int, value: float) -> None:
+    """A seed's second objective, kept as a user attribute beside its first."""
+    values = {str(s): v for s, v in _second_values(trial).items()} | {str(seed): value}
+    trial.set_user_attr(FRAMES_TO_ATTR, values)
+
+
+def _second_values(trial: Any) -> dict[int, float]:
+    return {int(s): float(v) for s, v in trial.user_attrs.get(FRAMES_TO_ATTR, {}).items()}
 
 
 def _pruned_in_run(study: Any, trial: Any, seed: int) -> None:
@@ -159,9 +182,11 @@ def _fail(study: Any, trial: Any, reason: str) -> None:
     log.warning("Trial %d failed: %s", trial.number, reason)
 
 
-def _finish(study: Any, trial: Any, seeds: list[int], aggregate_name: str, prune: bool) -> bool:
-    """Tell ``trial`` if it has every seed (its aggregate) or the pruner stops it; whether it
-    was told."""
+def _finish(
+    study: Any, trial: Any, seeds: list[int], aggregate_name: str, prune: bool, two: bool = False
+) -> bool:
+    """Tell ``trial`` if it has every seed (its aggregate; with ``two``, the aggregates of both
+    objectives) or the pruner stops it; whether it was told."""
     from optuna.trial import TrialState
 
     values = seed_values(trial)
@@ -170,7 +195,12 @@ def _finish(study: Any, trial: Any, seeds: list[int], aggregate_name: str, prune
         value = aggregate(measured, aggregate_name)
         trial.set_user_attr(AGGREGATE_ATTR, aggregate_name)
         trial.set_user_attr(INTERVAL_ATTR, interval(measured, aggregate_name))
-        study.tell(trial.number, value)
+        if two:
+            frames = _second_values(trial)
+            study.tell(trial.number, [value, _aggregate_frames([frames[s] for s in seeds],
+                                                                aggregate_name)])  # fmt: skip
+        else:
+            study.tell(trial.number, value)
         log.info("Trial %d: %s %.4g over seeds %s (%s)", trial.number, aggregate_name, value,
                  seeds, ", ".join(f"{v:.4g}" for v in measured))  # fmt: skip
         return True
@@ -181,3 +211,10 @@ def _finish(study: Any, trial: Any, seeds: list[int], aggregate_name: str, prune
                  [values[s] for s in sorted(values)])  # fmt: skip
         return True
     return False
+
+
+def _aggregate_frames(frames: list[float], aggregate_name: str) -> float:
+    """The aggregate of the seeds' frames to reach the threshold; ``inf`` where it is undefined
+    (NumPy gives NaN for a trimmed mean over several ``inf``)."""
+    value = aggregate(frames, aggregate_name)
+    return math.inf if math.isnan(value) else value

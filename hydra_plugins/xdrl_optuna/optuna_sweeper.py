@@ -53,7 +53,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from hydra_plugins.xdrl_optuna.objectives import frames_to_reach, pareto_rows
+from hydra_plugins.xdrl_optuna.objectives import frames_to_reach
 from hydra_plugins.xdrl_optuna.pruning import (
     BETWEEN_SEEDS,
     POLL_S,
@@ -63,21 +63,22 @@ from hydra_plugins.xdrl_optuna.pruning import (
 )
 from hydra_plugins.xdrl_optuna.recheck import RECHECK_DIR, run_recheck
 from hydra_plugins.xdrl_optuna.seeded import job_folder, outcome, run_seeded
-from hydra_plugins.xdrl_optuna.seeds import (
+from hydra_plugins.xdrl_optuna.seeds import check_seed_settings, tuning_seeds
+from xdrl.config.errors import ConfigError
+from xdrl.report.study import (
+    DUPLICATE_ATTR,
     INTERVAL_ATTR,
     SEED_VALUES_ATTR,
     SEEDS_ATTR,
-    check_seed_settings,
-    tuning_seeds,
+    STUDY_FILE,
+    pareto_rows,
+    write_study_report,
 )
-from hydra_plugins.xdrl_optuna.study_report import DUPLICATE_ATTR, write_study_report
-from xdrl.config.errors import ConfigError
 from xdrl.sweep.stop import sweep_interrupted
 from xdrl.sweep.summary import OPTUNA_RESULTS  # the sweep table reads it back
 
 log = logging.getLogger(__name__)
 
-STUDY_FILE = "optuna.db"
 MAX_DUPLICATE_ASKS = 20  # repeats in a row after which the sampler is taken to be stuck
 
 

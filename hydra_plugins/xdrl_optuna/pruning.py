@@ -27,12 +27,12 @@ from types import TracebackType
 from typing import Any
 
 from hydra_plugins.xdrl_optuna.seeds import aggregate
+from xdrl.report.study import PRUNED_AT_ATTR
 from xdrl.run.layout import EVALUATIONS_FILE, STOP_REQUEST_FILE
 from xdrl.trainer_hooks.evaluation_history import read_evaluations
 
 log = logging.getLogger(__name__)
 
-PRUNED_AT_ATTR = "pruned_at_frames"  # trial user attribute: the step (frames) it was pruned at
 BETWEEN_SEEDS = "seeds"  # WilcoxonPruner: a step per seed, judged between a trial's seeds
 WITHIN_RUNS = "evaluations"  # median, halving, ...: a step per evaluation, judged while it runs
 POLL_S = 1.0  # how often the sweep process reads the running jobs' evaluations

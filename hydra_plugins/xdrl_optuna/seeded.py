@@ -27,18 +27,17 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 
-from hydra_plugins.xdrl_optuna.objectives import FRAMES_TO_ATTR
-from hydra_plugins.xdrl_optuna.pruning import PRUNED_AT_ATTR
-from hydra_plugins.xdrl_optuna.seeds import (
+from hydra_plugins.xdrl_optuna.seeds import aggregate, interval
+from xdrl.config.errors import first_line
+from xdrl.report.study import (
     AGGREGATE_ATTR,
+    FRAMES_TO_ATTR,
     INTERVAL_ATTR,
+    PRUNED_AT_ATTR,
     PRUNED_ATTR,
     SEED_VALUES_ATTR,
     SEEDS_ATTR,
-    aggregate,
-    interval,
 )
-from xdrl.config.errors import first_line
 from xdrl.run.layout import SUMMARY_FILE
 
 log = logging.getLogger(__name__)

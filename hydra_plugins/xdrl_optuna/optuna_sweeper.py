@@ -381,7 +381,9 @@ class OptunaSweeper(Sweeper):
             self.frames_to_reach, int | float
         ):
             raise ConfigError(key, f"got {self.frames_to_reach!r}; set a number (e.g. 475)")
-        self._check_evaluations(key, "reads the evaluations a run writes while it trains")
+        self._check_evaluations(
+            key, "reads the evaluations a run writes while it trains", "frames_to_reach=null"
+        )
         if self._prunes:
             raise ConfigError(key, "Optuna prunes one-objective studies only; set pruner=none")
         if isinstance(self.sampler_config, CmaEsSampler):
@@ -389,8 +391,9 @@ class OptunaSweeper(Sweeper):
         if self.recheck["top"]:
             raise ConfigError(key, "the re-check ranks trials on one objective; set recheck.top=0")
 
-    def _check_evaluations(self, key: str, what: str) -> None:
-        """Evaluations during training (not only the final one), or a config error at ``key``."""
+    def _check_evaluations(self, key: str, what: str, instead: str) -> None:
+        """Evaluations during training (not only the final one), or a config error at ``key``
+        (``instead``: the other way out, e.g. ``pruner=none``)."""
         assert self.config is not None
         total, every = int(self.config.total_frames), int(self.config.eval.interval_frames)
         if not self.config.eval.enabled or every >= total:
@@ -398,7 +401,7 @@ class OptunaSweeper(Sweeper):
                 key,
                 f"{what}, and with eval.enabled={self.config.eval.enabled}, "
                 f"eval.interval_frames={every} and total_frames={total} there are none; set "
-                f"eval.interval_frames={max(total // 8, 1)}",
+                f"eval.interval_frames={max(total // 8, 1)} (or {instead})",
             )
 
     def _check_pruner(self) -> None:
@@ -423,7 +426,8 @@ class OptunaSweeper(Sweeper):
             name = type(self.pruner).__name__
             self._check_evaluations(
                 "hydra.sweeper.pruner",
-                f"{name} judges the evaluations a run writes while it trains (or set pruner=none)",
+                f"{name} judges the evaluations a run writes while it trains",
+                "pruner=none",
             )
 
     def _launch_seeded(

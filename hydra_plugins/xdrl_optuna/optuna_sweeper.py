@@ -314,9 +314,7 @@ class OptunaSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> None:
         assert self.config is not None
-        try:  # before any trial or folder: one line, exit 2
-            space, spec, fixed = self._space(arguments)
-            check_sampler(self.sampler_config, space, spec)
+        try:  # before any trial or folder: one line, exit 2; the sweeper's own settings first
             if self.direction not in ("maximize", "minimize"):
                 raise ConfigError(
                     "hydra.sweeper.direction", f"got {self.direction!r}; set maximize or minimize"
@@ -327,6 +325,8 @@ class OptunaSweeper(Sweeper):
                 )
             self._check_seeds()
             self._check_two_objectives()
+            space, spec, fixed = self._space(arguments)  # checks the run config at each sample
+            check_sampler(self.sampler_config, space, spec)
         except ConfigError as err:
             print(f"xdrl-train: config error: {err}", file=sys.stderr)
             raise SystemExit(2) from None

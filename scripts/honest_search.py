@@ -104,6 +104,8 @@ def arm_row(sweep_dir: Path) -> dict:
         "arm": sweep_dir.name,
         "trials": results["trials"],
         "search_jobs": len(search_jobs),
+        "search_frames": sum(int(j.get("total_frames") or 0) for j in search_jobs),
+        "pruned_jobs": sum(j.get("status") == "pruned" for j in search_jobs),
         "search_job_s": round(sum(j.get("wall_time_s") or 0.0 for j in search_jobs), 1),
         "sweep_wall_s": float(wall.read_text()) if wall.is_file() else None,
         "winner": results["best_trial"],
@@ -120,9 +122,10 @@ def arm_row(sweep_dir: Path) -> dict:
 def table(out: Path) -> str:
     """The Markdown table of every arm under ``out``."""
     lines = [
-        "| arm | search jobs | job-seconds | sweep wall s | search winner: search IQM -> test IQM"
+        "| arm | search jobs (pruned) | frames trained | job-seconds | sweep wall s |"
+        " search winner: search IQM -> test IQM"
         f" (seeds >= {THRESHOLD:g}) | after re-check: test IQM [95% CI] (seeds >= {THRESHOLD:g}) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for arm in ARMS:
         if not (out / arm / "optimization_results.yaml").is_file():
@@ -130,7 +133,8 @@ def table(out: Path) -> str:
         r = arm_row(out / arm)
         ci = r["recommended_interval"]
         lines.append(
-            f"| {arm} | {r['search_jobs']} | {r['search_job_s']} | {r['sweep_wall_s']} | "
+            f"| {arm} | {r['search_jobs']} ({r['pruned_jobs']}) | {r['search_frames']:,} | "
+            f"{r['search_job_s']} | {r['sweep_wall_s']} | "
             f"trial {r['winner']}: {_f(r['winner_search'])} -> {_f(r['winner_test'])} "
             f"({r['winner_solved']}) | trial {r['recommended']}: {_f(r['recommended_test'])}"
             f"{f' [{ci[0]:.1f}, {ci[1]:.1f}]' if ci else ''} ({r['recommended_solved']}) |"

@@ -201,3 +201,34 @@ def test_a_run_asked_to_stop_stops_at_a_checkpoint_the_same_command_resumes(
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["total_frames"] == 512
     assert Path(summary["resumed_from"]).name == "checkpoint-000000000256"
+
+
+@pytest.mark.parametrize(
+    ("target", "line"),
+    [
+        ("optuna.pruners.MedianPruner", None),
+        (
+            "optuna.pruners.NoSuchPruner",
+            "hydra.sweeper.pruner._target_: optuna.pruners.NoSuchPruner does not exist; pick "
+            "hydra/sweeper/pruner=halving|hyperband|median|none|wilcoxon",
+        ),
+        (
+            "nosuch.Pruner",
+            "hydra.sweeper.pruner._target_: nosuch.Pruner does not exist; pick "
+            "hydra/sweeper/pruner=halving|hyperband|median|none|wilcoxon",
+        ),
+    ],
+)
+def test_an_unknown_pruner_class_is_one_line_before_hydra_builds_the_sweeper(
+    target: str, line: str | None
+) -> None:
+    from xdrl.config.check import check_launch_plugins
+
+    sweeper = "hydra_plugins.xdrl_optuna.optuna_sweeper.OptunaSweeper"
+    hydra_cfg = OmegaConf.create({"sweeper": {"_target_": sweeper, "pruner": {"_target_": target}}})
+    if line is None:
+        check_launch_plugins(hydra_cfg)
+        return
+    with pytest.raises(ConfigError) as err:
+        check_launch_plugins(hydra_cfg)
+    assert str(err.value) == line

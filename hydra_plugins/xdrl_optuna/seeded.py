@@ -113,9 +113,10 @@ def run_seeded(
         with watch(active) if watch is not None else nullcontext():
             returns = launch(jobs)
         outcomes = [(t, s, *outcome(ret)) for (t, s), ret in zip(jobs, returns, strict=True)]
+        steps_are_seeds = watch is None and second is None  # else frames, or no steps at all
         for trial, seed, kind, result in outcomes:  # every finished seed is kept
             if kind == "value":
-                _record(trial, seed, result, report=prune)
+                _record(trial, seed, result, report=steps_are_seeds)
                 if second is not None:
                     _record_second(trial, seed, second(trial, seed))
         stopped = _stop_unfinished(study, outcomes)
@@ -144,8 +145,10 @@ def _stop_unfinished(study: Any, outcomes: list[tuple[Any, int, str, Any]]) -> s
 
 
 def _record(trial: Any, seed: int, value: float, *, report: bool) -> None:
-    """A seed's value: with ``report``, one pruner step (the step is the seed: the Wilcoxon
-    pruner's), then the user attribute that keeps a re-run from launching it again."""
+    """A seed's value: with ``report``, one intermediate value whose step is the seed (the
+    Wilcoxon pruner's steps; without a pruner, what optuna-dashboard shows per seed), then the
+    user attribute that keeps a re-run from launching it again. Not reported where the steps
+    are frames (a pruner within runs) or where Optuna takes none (two objectives)."""
     if report:
         trial.report(value, step=seed)
     values = {str(s): v for s, v in seed_values(trial).items()} | {str(seed): value}

@@ -45,6 +45,8 @@ def test_report_study_writes_the_trials_best_first_and_the_parameter_picture(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _study(tmp_path)
+    recheck = "| trial | search value | re-check value |\n| --- | --- | --- |\n| 2 | 700 | 610 |\n"
+    (tmp_path / "recheck.md").write_text("# Re-check of the best trials\n\n" + recheck)
     _report_studies([tmp_path])
     assert capsys.readouterr().out == (
         f"Optuna study: wrote {tmp_path / 'study.md'}, {tmp_path / 'study-params.png'}\n"
@@ -56,6 +58,7 @@ def test_report_study_writes_the_trials_best_first_and_the_parameter_picture(
     assert trials == ["| 2", "| 1", "| 3", "| 4", "| 0", "| 5"]
     assert "pruned at 2,048 frames" in text
     assert "| parameter | importance (fANOVA) |" in text
+    assert text.endswith("## Re-check on test seeds\n\n" + recheck)  # the sweeper's table
     png = (tmp_path / "study-params.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 

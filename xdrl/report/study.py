@@ -5,7 +5,8 @@ batch of trials; ``xdrl-report <sweep dir>`` writes it again from ``<sweep dir>/
 together with ``study-params.png``, the objective against each parameter. ``study.md`` holds one
 row per launched trial (state, value and interval, each seed's value, parameters, why it failed,
 after which seeds or at how many frames it was pruned), best first; for a two-objective study
-its Pareto set; then Optuna's parameter importances (fANOVA on the complete trials). The same
+its Pareto set; then Optuna's parameter importances (fANOVA on the complete trials); after a
+re-check, its table (search against re-check value per trial). The same
 study opens in ``optuna-dashboard sqlite:///<sweep dir>/optuna.db``.
 
 The names of the trial user attributes the sweeper writes live here, where they are read. Light:
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 STUDY_FILE = "optuna.db"  # the study's SQLite storage in the sweep dir
 STUDY_TABLE = "study.md"
 STUDY_PLOT = "study-params.png"
+RECHECK_TABLE = "recheck.md"  # written by the sweeper's re-check (hydra_plugins/xdrl_optuna)
 MIN_TRIALS_FOR_IMPORTANCE = 4  # fANOVA on fewer complete trials says nothing
 
 # Trial user attributes written by the sweeper
@@ -118,6 +120,16 @@ def _pareto(study: Any) -> list[str]:
     return [*lines, ""]
 
 
+def _recheck(sweep_dir: Path) -> list[str]:
+    """The re-check table the sweeper wrote (``recheck.md``: search against re-check value per
+    re-checked trial), as a section; nothing before a re-check."""
+    path = sweep_dir / RECHECK_TABLE
+    if not path.is_file():
+        return []
+    table = [line for line in path.read_text().splitlines() if not line.startswith("# ")]
+    return ["", "## Re-check on test seeds", *table]
+
+
 def write_study_report(study: Any, sweep_dir: Path) -> Path:
     """Write ``study.md`` (atomic); returns its path."""
     from optuna.study import StudyDirection
@@ -137,6 +149,7 @@ def write_study_report(study: Any, sweep_dir: Path) -> Path:
         "",
         *(_pareto(study) if len(study.directions) > 1 else []),
         *_importances(study, complete),
+        *_recheck(sweep_dir),
     ]
     return write_atomically(sweep_dir / STUDY_TABLE, "\n".join(lines) + "\n")
 

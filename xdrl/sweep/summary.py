@@ -22,6 +22,7 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from xdrl.report.study import RECHECK_TABLE  # search vs re-check value per trial
 from xdrl.run.layout import HYDRA_DIR, HYDRA_SETTINGS_FILE, SUMMARY_FILE, write_atomically
 from xdrl.sweep.stop import (
     INTERRUPTED,
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 TABLE_MD = "sweep_summary.md"
 TABLE_JSON = "sweep_summary.json"
 OPTUNA_RESULTS = "optimization_results.yaml"  # written by hydra_plugins/xdrl_optuna
-RECHECK_TABLE = "recheck.md"  # search vs re-check value per trial (hydra_plugins/xdrl_optuna)
 SUBMITIT_DIR = ".submitit"
 
 

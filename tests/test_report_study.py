@@ -61,6 +61,7 @@ def test_report_study_writes_the_trials_best_first_and_the_parameter_picture(
     assert text.endswith("## Re-check on test seeds\n\n" + recheck)  # the sweeper's table
     png = (tmp_path / "study-params.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "study-pareto.png").exists()  # one objective: no Pareto picture
 
 
 def test_a_folder_without_a_study_or_without_complete_trials_gets_no_study_files(

@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 from hydra_plugins.xdrl_optuna.optuna_sweeper import OptunaSweeper, check_sampler
 from tests.conftest import CONF
 from xdrl.config.errors import ConfigError
+from xdrl.report.study import plot_pareto
 
 SPACE = {"x": FloatDistribution(-1.0, 1.0), "y": FloatDistribution(1e-3, 1.0, log=True)}
 OBJECTIVE = "eval/deterministic/reward/episode_reward_mean"
@@ -190,6 +191,8 @@ def test_frames_to_reach_makes_a_second_objective_and_the_study_reports_its_pare
     pareto = text.split("## Pareto set")[1].split("\n\n")[1].splitlines()[2:]
     assert [line.split(" | ")[:3] for line in pareto] == [["| 1", "82.5", "200"],
                                                            ["| 0", "32.5", "100"]]  # fmt: skip
+    picture = plot_pareto(study, tmp_path / "study-pareto.png")  # what xdrl-report adds
+    assert picture is not None and picture.read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize(

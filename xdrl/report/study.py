@@ -1,8 +1,10 @@
-"""An Optuna study as files a person reads: ``study.md`` and ``study-params.png``.
+"""An Optuna study as files a person reads: ``study.md``, ``study-params.png`` and, for two
+objectives, ``study-pareto.png``.
 
 The Optuna sweeper (``hydra_plugins/xdrl_optuna``) writes ``<sweep dir>/study.md`` after every
 batch of trials; ``xdrl-report <sweep dir>`` writes it again from ``<sweep dir>/optuna.db``
-together with ``study-params.png``, the objective against each parameter. ``study.md`` holds one
+together with ``study-params.png``, the objective against each parameter (and
+``study-pareto.png``, the Pareto set of a two-objective study). ``study.md`` holds one
 row per launched trial (state, value and interval, each seed's value, parameters, why it failed,
 after which seeds or at how many frames it was pruned), best first; for a two-objective study
 its Pareto set; then Optuna's parameter importances (fANOVA on the complete trials); after a
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 STUDY_FILE = "optuna.db"  # the study's SQLite storage in the sweep dir
 STUDY_TABLE = "study.md"
 STUDY_PLOT = "study-params.png"
+PARETO_PLOT = "study-pareto.png"  # a two-objective study's trials and Pareto set
 RECHECK_TABLE = "recheck.md"  # written by the sweeper's re-check (hydra_plugins/xdrl_optuna)
 MIN_TRIALS_FOR_IMPORTANCE = 4  # fANOVA on fewer complete trials says nothing
 
@@ -209,6 +212,50 @@ def plot_params(study: Any, path: Path) -> Path | None:
     return path
 
 
+def plot_pareto(study: Any, path: Path) -> Path | None:
+    """``study-pareto.png`` of a two-objective study: each complete trial's objective against
+    its frames to reach the threshold (trials that never reached it at the right edge), the
+    Pareto set joined by a step line and numbered. None for one objective or no complete trial."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.trial import TrialState
+
+    if len(study.directions) < 2:
+        return None
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not trials:
+        return None
+    finite = [t.values[1] for t in trials if math.isfinite(t.values[1])]
+    never = 1.1 * max(finite) if finite and max(finite) > 0 else 1.0  # "never reached" drawn here
+
+    def frames(trial: Any) -> float:
+        return float(trial.values[1]) if math.isfinite(trial.values[1]) else never
+
+    fig, ax = plt.subplots(figsize=(5.5, 4.2), layout="constrained")
+    ax.scatter([frames(t) for t in trials], [t.values[0] for t in trials], color="lightgrey",
+               label="trials")  # fmt: skip
+    front = sorted(pareto_rows(study), key=lambda row: row["values"][1])
+    by_number = {t.number: t for t in trials}
+    xs = [frames(by_number[row["trial"]]) for row in front]
+    ys = [row["values"][0] for row in front]
+    ax.step(xs, ys, where="post", color="tab:blue", label="Pareto set")
+    ax.scatter(xs, ys, color="tab:blue")
+    for x, y, row in zip(xs, ys, front, strict=True):
+        ax.annotate(str(row["trial"]), (x, y), textcoords="offset points", xytext=(4, 4),
+                    fontsize=7)  # fmt: skip
+    if len(finite) < len(trials):
+        ax.axvline(never, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_xlabel(f"{FRAMES_TO_NAME} the threshold (dotted line: never)")
+    ax.set_ylabel("objective")
+    ax.set_title(f"Optuna study {study.study_name}: Pareto set", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def report_study(folder: str | Path) -> list[Path]:
     """``study.md`` and ``study-params.png`` of the study in ``<folder>/optuna.db`` (the sweep
     dir of an Optuna search), written into ``folder``; the paths written ([] when the folder
@@ -225,5 +272,6 @@ def report_study(folder: str | Path) -> list[Path]:
         return []
     study = optuna.load_study(study_name=names[0], storage=storage)
     written = [write_study_report(study, Path(folder))]
-    plot = plot_params(study, Path(folder) / STUDY_PLOT)
-    return written if plot is None else [*written, plot]
+    plots = (plot_params(study, Path(folder) / STUDY_PLOT),
+             plot_pareto(study, Path(folder) / PARETO_PLOT))  # fmt: skip
+    return [*written, *(p for p in plots if p is not None)]

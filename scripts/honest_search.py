@@ -1,11 +1,14 @@
 """The honest-search benchmark of issue 37: the same budget of PPO CartPole runs spent as 30 trials
 x 3 seeds, as 90 single-seed trials, and as 30 x 3 with the Wilcoxon pruner; each search's top 3
-trials re-checked on the same 10 test seeds (1000-1009).
+trials re-checked on the same 10 test seeds (1000-1009). The arms ``evals`` and ``median`` compare
+30 x 3 with and without the median pruner on evaluations during training (run with --joblib 3).
 
 Usage:
     python scripts/honest_search.py run seeds --out bench/honest      # one arm (a sweep)
     python scripts/honest_search.py run single --out bench/honest
     python scripts/honest_search.py run wilcoxon --out bench/honest
+    python scripts/honest_search.py run evals --joblib 3 --out bench/honest
+    python scripts/honest_search.py run median --joblib 3 --out bench/honest
     python scripts/honest_search.py table --out bench/honest          # the Markdown table
     python scripts/honest_search.py plot --out bench/honest --png docs/reports/honest-search.png
 
@@ -38,12 +41,30 @@ ARMS = {
         "hydra.sweeper.n_trials=30",
         "hydra/sweeper/pruner=wilcoxon",
     ],
+    # Pruning within runs needs evaluations during training: both arms evaluate every 2,048
+    # frames (4 evaluations, the last the final one) and run one trial's 3 seeds side by side
+    # (--joblib 3, hydra.sweeper.n_jobs=1), so a trial's value at each step is there together.
+    "evals": [
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "hydra.sweeper.n_jobs=1",
+        "eval.interval_frames=2048",
+    ],
+    "median": [
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "hydra.sweeper.n_jobs=1",
+        "eval.interval_frames=2048",
+        "hydra/sweeper/pruner=median",
+    ],
 }
 
 LABELS = {
     "seeds": "30 trials x 3 seeds",
     "single": "90 trials x 1 seed",
     "wilcoxon": "30 trials x 3 seeds, Wilcoxon pruner",
+    "evals": "30 trials x 3 seeds, evaluated every 2,048 frames",
+    "median": "30 trials x 3 seeds, median pruner on the evaluations",
 }
 
 
@@ -83,6 +104,8 @@ def arm_row(sweep_dir: Path) -> dict:
         "arm": sweep_dir.name,
         "trials": results["trials"],
         "search_jobs": len(search_jobs),
+        "search_frames": sum(int(j.get("total_frames") or 0) for j in search_jobs),
+        "pruned_jobs": sum(j.get("status") == "pruned" for j in search_jobs),
         "search_job_s": round(sum(j.get("wall_time_s") or 0.0 for j in search_jobs), 1),
         "sweep_wall_s": float(wall.read_text()) if wall.is_file() else None,
         "winner": results["best_trial"],
@@ -99,9 +122,10 @@ def arm_row(sweep_dir: Path) -> dict:
 def table(out: Path) -> str:
     """The Markdown table of every arm under ``out``."""
     lines = [
-        "| arm | search jobs | job-seconds | sweep wall s | search winner: search IQM -> test IQM"
+        "| arm | search jobs (pruned) | frames trained | job-seconds | sweep wall s |"
+        " search winner: search IQM -> test IQM"
         f" (seeds >= {THRESHOLD:g}) | after re-check: test IQM [95% CI] (seeds >= {THRESHOLD:g}) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for arm in ARMS:
         if not (out / arm / "optimization_results.yaml").is_file():
@@ -109,7 +133,8 @@ def table(out: Path) -> str:
         r = arm_row(out / arm)
         ci = r["recommended_interval"]
         lines.append(
-            f"| {arm} | {r['search_jobs']} | {r['search_job_s']} | {r['sweep_wall_s']} | "
+            f"| {arm} | {r['search_jobs']} ({r['pruned_jobs']}) | {r['search_frames']:,} | "
+            f"{r['search_job_s']} | {r['sweep_wall_s']} | "
             f"trial {r['winner']}: {_f(r['winner_search'])} -> {_f(r['winner_test'])} "
             f"({r['winner_solved']}) | trial {r['recommended']}: {_f(r['recommended_test'])}"
             f"{f' [{ci[0]:.1f}, {ci[1]:.1f}]' if ci else ''} ({r['recommended_solved']}) |"

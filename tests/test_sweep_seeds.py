@@ -113,6 +113,7 @@ def test_a_trial_runs_k_distinct_seeds_with_one_configuration_and_its_value_aggr
     assert second.value == pytest.approx(BY_HAND[name] + 0.5)
     assert first.user_attrs["seed_values"] == {str(s): v for s, v in enumerate(PER_SEED)}
     assert first.user_attrs["seeds"] == list(range(8))
+    assert first.intermediate_values == dict(enumerate(PER_SEED))  # a step per seed (dashboard)
     low, high = first.user_attrs["interval"]
     assert min(PER_SEED) <= low <= first.value <= high <= max(PER_SEED)
     results = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())

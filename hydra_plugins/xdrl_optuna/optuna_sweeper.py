@@ -18,8 +18,11 @@ ask-and-tell loop:
 - the best trial so far is written to ``<sweep dir>/optimization_results.yaml`` after each batch,
   and every trial with the parameter importances to ``<sweep dir>/study.md``;
 - with ``seeds_per_trial: k`` each trial runs k tuning seeds as k jobs and its value is their
-  aggregate (:mod:`.seeded`; a ``pruner`` stops a trial between seeds), and ``recheck`` re-runs
-  the best trials on fresh test seeds and writes the winner as a preset (:mod:`.recheck`).
+  aggregate (:mod:`.seeded`), and ``recheck`` re-runs the best trials on fresh test seeds and
+  writes the winner as a preset (:mod:`.recheck`);
+- a ``pruner`` stops a trial early: ``WilcoxonPruner`` between its seeds (:mod:`.seeded`), the
+  median, halving and Hyperband pruners on the evaluations its runs write while they
+  train (:mod:`.pruning`: the jobs stop at a checkpoint, their summary.json says ``pruned``).
 
 Loaded by Hydra at start-up: Optuna is imported only when the sweep starts.
 """
@@ -50,23 +53,32 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from hydra_plugins.xdrl_optuna.objectives import frames_to_reach
+from hydra_plugins.xdrl_optuna.pruning import (
+    BETWEEN_SEEDS,
+    POLL_S,
+    WITHIN_RUNS,
+    EvaluationWatcher,
+    pruner_kind,
+)
 from hydra_plugins.xdrl_optuna.recheck import RECHECK_DIR, run_recheck
 from hydra_plugins.xdrl_optuna.seeded import job_folder, outcome, run_seeded
-from hydra_plugins.xdrl_optuna.seeds import (
+from hydra_plugins.xdrl_optuna.seeds import check_seed_settings, tuning_seeds
+from xdrl.config.errors import ConfigError
+from xdrl.report.study import (
+    DUPLICATE_ATTR,
     INTERVAL_ATTR,
     SEED_VALUES_ATTR,
     SEEDS_ATTR,
-    check_seed_settings,
-    tuning_seeds,
+    STUDY_FILE,
+    pareto_rows,
+    write_study_report,
 )
-from hydra_plugins.xdrl_optuna.study_report import DUPLICATE_ATTR, write_study_report
-from xdrl.config.errors import ConfigError
 from xdrl.sweep.stop import sweep_interrupted
 from xdrl.sweep.summary import OPTUNA_RESULTS  # the sweep table reads it back
 
 log = logging.getLogger(__name__)
 
-STUDY_FILE = "optuna.db"
 MAX_DUPLICATE_ASKS = 20  # repeats in a row after which the sampler is taken to be stuck
 
 
@@ -182,6 +194,31 @@ def check_space(config: DictConfig, space: dict[str, Any], spec: dict[str, str])
             )
 
 
+def check_sampler(sampler: Any, space: dict[str, Any], spec: dict[str, str]) -> None:
+    """A sampler that can sample ``space``: CMA-ES needs the ``cmaes`` package and numeric
+    dimensions only (Optuna would sample a categorical one at random, apart from the model, with
+    a warning at every trial)."""
+    import importlib.util
+
+    from optuna.distributions import CategoricalDistribution
+    from optuna.samplers import CmaEsSampler
+
+    if not isinstance(sampler, CmaEsSampler):
+        return
+    if importlib.util.find_spec("cmaes") is None:
+        raise ConfigError(
+            "hydra.sweeper.sampler",
+            "CMA-ES needs the cmaes package; pip install 'xdrl[cmaes]' (or sampler=tpe)",
+        )
+    for key, dist in space.items():
+        if isinstance(dist, CategoricalDistribution):
+            raise ConfigError(
+                "hydra.sweeper.sampler",
+                f"CMA-ES samples numeric dimensions only and {key} is {spec[key]} (categorical);"
+                " write it as interval(a,b) or tag(int, interval(a,b)), or use sampler=tpe",
+            )
+
+
 class OptunaSweeper(Sweeper):
     """Hydra sweeper running an Optuna study (ask and tell) whose trials are xdrl runs.
 
@@ -195,9 +232,12 @@ class OptunaSweeper(Sweeper):
         params: the search space, ``{key: "interval(0.1, 0.3)"}`` (command-line sweeps add to it).
         seeds_per_trial: tuning seeds each trial runs (``seed`` .. ``seed + k - 1``), one job each.
         aggregate: a trial's value from its seeds' values: ``iqm``, ``mean``, ``median``, ``min``.
-        pruner: an Optuna pruner config (``WilcoxonPruner``) judging a trial seed by seed.
+        pruner: an Optuna pruner config: ``WilcoxonPruner`` judges a trial seed by seed; the
+            median, halving and Hyperband pruners judge its runs' evaluations.
         recheck: ``{top, seeds, first_seed}``: re-run the ``top`` best trials on ``seeds`` test
             seeds from ``first_seed`` on, and write the best after re-check as a preset.
+        frames_to_reach: a second objective, the frames until a run's evaluations first reach
+            this value (minimized; None: one objective); the result is a Pareto set.
 
     Example::
 
@@ -218,6 +258,7 @@ class OptunaSweeper(Sweeper):
         aggregate: str = "iqm",
         pruner: Any = None,
         recheck: dict[str, int] | None = None,
+        frames_to_reach: float | None = None,
     ) -> None:
         self.sampler_config = sampler
         self.direction = direction
@@ -230,6 +271,8 @@ class OptunaSweeper(Sweeper):
         self.aggregate = aggregate
         self.pruner = _built(pruner)
         self.recheck = {"top": 0, "seeds": 10, "first_seed": 1000, **(recheck or {})}
+        self.poll_s = POLL_S  # seconds between reads of the running jobs' evaluations
+        self.frames_to_reach = frames_to_reach
         self.config: DictConfig | None = None
         self.launcher: Any = None
         self.hydra_context: HydraContext | None = None
@@ -271,8 +314,7 @@ class OptunaSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> None:
         assert self.config is not None
-        try:  # before any trial or folder: one line, exit 2
-            space, _, fixed = self._space(arguments)
+        try:  # before any trial or folder: one line, exit 2; the sweeper's own settings first
             if self.direction not in ("maximize", "minimize"):
                 raise ConfigError(
                     "hydra.sweeper.direction", f"got {self.direction!r}; set maximize or minimize"
@@ -282,6 +324,9 @@ class OptunaSweeper(Sweeper):
                     "hydra.sweeper.n_trials", "n_trials and n_jobs must be >= 1; set e.g. 20 and 1"
                 )
             self._check_seeds()
+            self._check_two_objectives()
+            space, spec, fixed = self._space(arguments)  # checks the run config at each sample
+            check_sampler(self.sampler_config, space, spec)
         except ConfigError as err:
             print(f"xdrl-train: config error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -299,13 +344,17 @@ class OptunaSweeper(Sweeper):
     @property
     def _seeded(self) -> bool:
         """Whether trials run as one job per seed (several seeds, or a pruner between seeds)."""
-        return self.seeds_per_trial != 1 or self._prunes
+        return self.seeds_per_trial != 1 or self._prunes or self.frames_to_reach is not None
 
     @property
     def _prunes(self) -> bool:
-        from optuna.pruners import NopPruner
+        return self._prune_kind is not None
 
-        return self.pruner is not None and not isinstance(self.pruner, NopPruner)
+    @property
+    def _prune_kind(self) -> str | None:
+        """``seeds`` (Wilcoxon, between a trial's seeds), ``evaluations`` (within its runs) or
+        None (no pruner)."""
+        return pruner_kind(self.pruner)
 
     def _base_seed(self) -> int:
         assert self.config is not None
@@ -318,10 +367,67 @@ class OptunaSweeper(Sweeper):
             base_seed=self._base_seed(),
             recheck=self.recheck,
         )
-        if self._prunes and self.seeds_per_trial < 2:
+        self._check_pruner()
+
+    def _check_two_objectives(self) -> None:
+        """``frames_to_reach`` needs evaluations during training, a sampler and a study that
+        take two objectives (no pruner, no CMA-ES) and no re-check (which ranks on one)."""
+        from optuna.samplers import CmaEsSampler
+
+        if self.frames_to_reach is None:
+            return
+        key = "hydra.sweeper.frames_to_reach"
+        if isinstance(self.frames_to_reach, bool) or not isinstance(
+            self.frames_to_reach, int | float
+        ):
+            raise ConfigError(key, f"got {self.frames_to_reach!r}; set a number (e.g. 475)")
+        self._check_evaluations(
+            key, "reads the evaluations a run writes while it trains", "frames_to_reach=null"
+        )
+        if self._prunes:
+            raise ConfigError(key, "Optuna prunes one-objective studies only; set pruner=none")
+        if isinstance(self.sampler_config, CmaEsSampler):
+            raise ConfigError(key, "CMA-ES samples one objective only; use sampler=tpe")
+        if self.recheck["top"]:
+            raise ConfigError(key, "the re-check ranks trials on one objective; set recheck.top=0")
+
+    def _check_evaluations(self, key: str, what: str, instead: str) -> None:
+        """Evaluations during training (not only the final one), or a config error at ``key``
+        (``instead``: the other way out, e.g. ``pruner=none``)."""
+        assert self.config is not None
+        total, every = int(self.config.total_frames), int(self.config.eval.interval_frames)
+        if not self.config.eval.enabled or every >= total:
+            raise ConfigError(
+                key,
+                f"{what}, and with eval.enabled={self.config.eval.enabled}, "
+                f"eval.interval_frames={every} and total_frames={total} there are none; set "
+                f"eval.interval_frames={max(total // 8, 1)} (or {instead})",
+            )
+
+    def _check_pruner(self) -> None:
+        """An Optuna pruner that has steps to judge: two seeds or more for Wilcoxon, evaluations
+        during the runs for the others."""
+        from optuna.pruners import BasePruner
+
+        assert self.config is not None
+        if self.pruner is not None and not isinstance(self.pruner, BasePruner):
+            raise ConfigError(
+                "hydra.sweeper.pruner",
+                f"{type(self.pruner).__name__} is not an Optuna pruner; pick "
+                "hydra/sweeper/pruner=none|wilcoxon|median|halving|hyperband",
+            )
+        kind = self._prune_kind
+        if kind == BETWEEN_SEEDS and self.seeds_per_trial < 2:
             raise ConfigError(
                 "hydra.sweeper.pruner",
                 "prunes between a trial's seeds; set seeds_per_trial >= 2 (or pruner=none)",
+            )
+        if kind == WITHIN_RUNS:
+            name = type(self.pruner).__name__
+            self._check_evaluations(
+                "hydra.sweeper.pruner",
+                f"{name} judges the evaluations a run writes while it trains",
+                "pruner=none",
             )
 
     def _launch_seeded(
@@ -375,7 +481,7 @@ class OptunaSweeper(Sweeper):
             storage=storage,
             sampler=optuna.samplers.RandomSampler(),  # replaced below, once the length is known
             pruner=self.pruner if self._prunes else None,
-            direction=self.direction,  # type: ignore[arg-type]  # checked in sweep()
+            directions=self._directions(),  # type: ignore[arg-type]  # checked in sweep()
             load_if_exists=True,
         )
         study.sampler = self._sampler(len(study.get_trials(deepcopy=False)))
@@ -383,6 +489,10 @@ class OptunaSweeper(Sweeper):
         if finished:
             log.info("Study %s in %s: %d trials already finished", name, storage, finished)
         return study
+
+    def _directions(self) -> list[str]:
+        """The study's directions: the objective's, then ``minimize`` for frames to reach."""
+        return [self.direction] + (["minimize"] if self.frames_to_reach is not None else [])
 
     def _sampler(self, trials: int) -> Any:
         """The configured sampler; in a study that holds trials, a seeded one gets the seed
@@ -426,16 +536,21 @@ class OptunaSweeper(Sweeper):
 
     def _launch(self, study: Any, trials: list[Any], fixed: list[str], sweep_dir: Path) -> None:
         if self._seeded:
+            seeds = tuning_seeds(self._base_seed(), self.seeds_per_trial)
             run_seeded(
                 study,
                 trials,
-                seeds=tuning_seeds(self._base_seed(), self.seeds_per_trial),
+                seeds=seeds,
                 aggregate_name=self.aggregate,
-                prune=self._prunes,
+                prune=self._prune_kind == BETWEEN_SEEDS,
                 launch=lambda jobs: self._launch_seeded(
                     jobs, fixed, lambda t, s: job_folder(t.number, s)
                 ),
                 interrupted=lambda: sweep_interrupted(sweep_dir),
+                watch=self._watcher(study, seeds, sweep_dir)
+                if self._prune_kind == WITHIN_RUNS
+                else None,
+                second=self._frames_to(sweep_dir) if self.frames_to_reach is not None else None,
             )
             _write_results(study, sweep_dir)
             return
@@ -445,6 +560,38 @@ class OptunaSweeper(Sweeper):
             for trial, ret in zip(group, returns, strict=True):
                 _tell(study, trial, ret)
         _write_results(study, sweep_dir)
+
+    def _frames_to(self, sweep_dir: Path) -> Callable[[Any, int], float]:
+        """A finished seed's frames to reach ``frames_to_reach``, from its evaluations."""
+        assert self.config is not None and self.frames_to_reach is not None
+        objective, threshold = str(self.config.objective), float(self.frames_to_reach)
+        maximize = self.direction == "maximize"
+
+        def frames(trial: Any, seed: int) -> float:
+            folder = sweep_dir / job_folder(trial.number, seed)
+            return frames_to_reach(folder, objective, threshold, maximize)
+
+        return frames
+
+    def _watcher(
+        self, study: Any, seeds: list[int], sweep_dir: Path
+    ) -> Callable[[list[Any]], EvaluationWatcher]:
+        """What watches a launch's trials for a pruner within runs (:mod:`.pruning`)."""
+        assert self.config is not None
+        objective = str(self.config.objective)
+
+        def watch(trials: list[Any]) -> EvaluationWatcher:
+            return EvaluationWatcher(
+                study,
+                trials,
+                seeds=seeds,
+                folder=lambda t, s: sweep_dir / job_folder(t.number, s),
+                objective=objective,
+                aggregate_name=self.aggregate,
+                poll_s=self.poll_s,
+            )
+
+        return watch
 
 
 def _unseeded(fixed: list[str]) -> list[str]:
@@ -594,7 +741,9 @@ def _finished(study: Any) -> int:
 def _best(study: Any) -> Any:
     from optuna.trial import TrialState
 
-    return study.best_trial if study.get_trials(states=(TrialState.COMPLETE,)) else None
+    if len(study.directions) > 1 or not study.get_trials(states=(TrialState.COMPLETE,)):
+        return None  # two objectives: a Pareto set (pareto_rows), no one best trial
+    return study.best_trial
 
 
 def _write_results(
@@ -626,6 +775,8 @@ def _write_results(
     if best is not None and SEEDS_ATTR in best.user_attrs:
         results["best_seed_values"] = best.user_attrs.get(SEED_VALUES_ATTR)
         results["best_interval"] = best.user_attrs.get(INTERVAL_ATTR)
+    if len(study.directions) > 1:
+        results["pareto_set"] = pareto_rows(study)
     if recheck:
         results["recheck"] = recheck
         results["recommended"] = {k: recheck[0].get(k) for k in ("trial", "params", "preset")}
@@ -637,6 +788,11 @@ def _write_results(
 
 
 def _log_best(study: Any) -> None:
+    if len(study.directions) > 1:
+        for row in pareto_rows(study):
+            log.info("Pareto set: trial %d, values %s, %s", row["trial"], row["values"],
+                     row["params"])  # fmt: skip
+        return
     best = _best(study)
     if best is None:
         log.warning("No trial finished with a value; see the sweep table")

@@ -26,9 +26,12 @@ from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.xdrl_optuna.seeded import outcome
-from hydra_plugins.xdrl_optuna.seeds import INTERVAL_ATTR, aggregate, interval, recheck_seeds
+from hydra_plugins.xdrl_optuna.seeds import aggregate, interval, recheck_seeds
+from xdrl.report.study import (
+    INTERVAL_ATTR,
+    RECHECK_TABLE,  # the sweep table prints it
+)
 from xdrl.run.layout import write_atomically
-from xdrl.sweep.summary import RECHECK_TABLE  # the sweep table prints it
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,9 @@ With a pruner (``hydra/sweeper/pruner=wilcoxon``) the seeds go in waves, one see
 trial of the batch per launch, and each seed's value is reported as one step (the step is the
 seed, so the steps of two trials pair seed by seed): Optuna's ``WilcoxonPruner`` compares the
 seeds a trial has run with the same seeds of the best trial and stops it once a signed-rank test
-says it is worse. Without a pruner the whole batch is one launch.
+says it is worse. Without a pruner the whole batch is one launch. A pruner that judges runs
+while they train (median, halving: :mod:`.pruning`) keeps the one launch and watches its
+evaluations; a job it stops says ``pruned`` in its summary.json and its trial is told PRUNED.
 """
 
 from __future__ import annotations
@@ -19,21 +21,23 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 
-from hydra_plugins.xdrl_optuna.seeds import (
+from hydra_plugins.xdrl_optuna.seeds import aggregate, interval
+from xdrl.config.errors import first_line
+from xdrl.report.study import (
     AGGREGATE_ATTR,
+    FRAMES_TO_ATTR,
     INTERVAL_ATTR,
+    PRUNED_AT_ATTR,
     PRUNED_ATTR,
     SEED_VALUES_ATTR,
     SEEDS_ATTR,
-    aggregate,
-    interval,
 )
-from xdrl.config.errors import first_line
 from xdrl.run.layout import SUMMARY_FILE
 
 log = logging.getLogger(__name__)
@@ -48,12 +52,14 @@ def job_folder(trial_number: int, seed: int) -> str:
 
 
 def outcome(ret: JobReturn) -> tuple[str, Any]:
-    """What a job left: ``("value", v)``, ``("failed", reason)`` or ``("interrupted", status)``
-    (Ctrl-C or SIGTERM stopped it, or it was not started after a Ctrl-C: the same command
-    continues it)."""
+    """What a job left: ``("value", v)``, ``("failed", reason)``, ``("pruned", "pruned")`` (a
+    pruner stopped it at a checkpoint) or ``("interrupted", status)`` (Ctrl-C or SIGTERM stopped
+    it, or it was not started after a Ctrl-C: the same command continues it)."""
     status = _run_status(ret)
     if status in ("interrupted", "stopped", "not_started"):
         return "interrupted", status
+    if status == "pruned":
+        return "pruned", status
     if ret.status == JobStatus.FAILED:
         return "failed", first_line(ret._return_value)
     if not isinstance(ret.return_value, int | float) or math.isnan(ret.return_value):
@@ -85,12 +91,17 @@ def run_seeded(
     prune: bool,
     launch: Launch,
     interrupted: Callable[[], bool],
+    watch: Callable[[list[Any]], AbstractContextManager[Any]] | None = None,
+    second: Callable[[Any, int], float] | None = None,
 ) -> None:
     """Run the seeds each of ``trials`` lacks and tell each trial once it has them all.
 
     A failed seed fails its trial (one line); an interrupted one leaves it running; with
-    ``prune``, a trial the study's pruner stops after a wave is told PRUNED with the seeds it
-    ran."""
+    ``prune`` (between seeds), a trial the study's pruner stops after a wave is told PRUNED with
+    the seeds it ran. ``watch(trials)``: a context around each launch that reports the running
+    jobs' evaluations and prunes within runs (:class:`~.pruning.EvaluationWatcher`).
+    ``second(trial, seed)``: a finished seed's second objective (:mod:`.objectives`); the trial
+    is then told both aggregates."""
     active = list(trials)
     for trial in active:
         trial.set_user_attr(SEEDS_ATTR, seeds)
@@ -99,32 +110,70 @@ def run_seeded(
         jobs = [(t, s) for t, missing in todo for s in (missing[:1] if prune else missing)]
         if not jobs:
             break
-        outcomes = [(t, s, *outcome(ret)) for (t, s), ret in zip(jobs, launch(jobs), strict=True)]
+        with watch(active) if watch is not None else nullcontext():
+            returns = launch(jobs)
+        outcomes = [(t, s, *outcome(ret)) for (t, s), ret in zip(jobs, returns, strict=True)]
+        steps_are_seeds = watch is None and second is None  # else frames, or no steps at all
         for trial, seed, kind, result in outcomes:  # every finished seed is kept
             if kind == "value":
-                _record(trial, seed, result)
-        stopped: set[int] = set()
-        for trial, seed, kind, result in outcomes:
-            if kind == "value" or trial.number in stopped:
-                continue
-            stopped.add(trial.number)
-            if kind == "interrupted":
-                log.info("Trial %d seed %d was %s: the same command continues it", trial.number,
-                         seed, result)  # fmt: skip
-            else:
-                _fail(study, trial, f"seed {seed}: {result}")
+                _record(trial, seed, result, report=steps_are_seeds)
+                if second is not None:
+                    _record_second(trial, seed, second(trial, seed))
+        stopped = _stop_unfinished(study, outcomes)
         active = [t for t in active if t.number not in stopped]
         for trial in list(active):
-            if _finish(study, trial, seeds, aggregate_name, prune):
+            if _finish(study, trial, seeds, aggregate_name, prune, two=second is not None):
                 active.remove(trial)
 
 
-def _record(trial: Any, seed: int, value: float) -> None:
-    """A seed's value: one pruner step (the step is the seed), then the user attribute that
-    keeps a re-run from launching it again."""
-    trial.report(value, step=seed)
+def _stop_unfinished(study: Any, outcomes: list[tuple[Any, int, str, Any]]) -> set[int]:
+    """Settle the trials a seed did not finish: pruned, failed, or left running (interrupted);
+    the numbers of those trials."""
+    stopped: set[int] = set()
+    for trial, seed, kind, result in outcomes:
+        if kind == "value" or trial.number in stopped:
+            continue
+        stopped.add(trial.number)
+        if kind == "pruned":
+            _pruned_in_run(study, trial, seed)
+        elif kind == "interrupted":
+            log.info("Trial %d seed %d was %s: the same command continues it", trial.number,
+                     seed, result)  # fmt: skip
+        else:
+            _fail(study, trial, f"seed {seed}: {result}")
+    return stopped
+
+
+def _record(trial: Any, seed: int, value: float, *, report: bool) -> None:
+    """A seed's value: with ``report``, one intermediate value whose step is the seed (the
+    Wilcoxon pruner's steps; without a pruner, what optuna-dashboard shows per seed), then the
+    user attribute that keeps a re-run from launching it again. Not reported where the steps
+    are frames (a pruner within runs) or where Optuna takes none (two objectives)."""
+    if report:
+        trial.report(value, step=seed)
     values = {str(s): v for s, v in seed_values(trial).items()} | {str(seed): value}
     trial.set_user_attr(SEED_VALUES_ATTR, values)
+
+
+def _record_second(trial: Any, seed: int, value: float) -> None:
+    """A seed's second objective, kept as a user attribute beside its first."""
+    values = {str(s): v for s, v in _second_values(trial).items()} | {str(seed): value}
+    trial.set_user_attr(FRAMES_TO_ATTR, values)
+
+
+def _second_values(trial: Any) -> dict[int, float]:
+    return {int(s): float(v) for s, v in trial.user_attrs.get(FRAMES_TO_ATTR, {}).items()}
+
+
+def _pruned_in_run(study: Any, trial: Any, seed: int) -> None:
+    """Tell a trial PRUNED whose job ``seed`` a pruner stopped inside the run."""
+    from optuna.trial import TrialState
+
+    values = seed_values(trial)
+    at = trial.user_attrs.get(PRUNED_AT_ATTR)
+    study.tell(trial.number, state=TrialState.PRUNED)
+    log.info("Trial %d pruned at %s frames (seed %d stopped; seeds done: %s)", trial.number, at,
+             seed, sorted(values))  # fmt: skip
 
 
 def _fail(study: Any, trial: Any, reason: str) -> None:
@@ -135,9 +184,11 @@ def _fail(study: Any, trial: Any, reason: str) -> None:
     log.warning("Trial %d failed: %s", trial.number, reason)
 
 
-def _finish(study: Any, trial: Any, seeds: list[int], aggregate_name: str, prune: bool) -> bool:
-    """Tell ``trial`` if it has every seed (its aggregate) or the pruner stops it; whether it
-    was told."""
+def _finish(
+    study: Any, trial: Any, seeds: list[int], aggregate_name: str, prune: bool, two: bool = False
+) -> bool:
+    """Tell ``trial`` if it has every seed (its aggregate; with ``two``, the aggregates of both
+    objectives) or the pruner stops it; whether it was told."""
     from optuna.trial import TrialState
 
     values = seed_values(trial)
@@ -146,7 +197,12 @@ def _finish(study: Any, trial: Any, seeds: list[int], aggregate_name: str, prune
         value = aggregate(measured, aggregate_name)
         trial.set_user_attr(AGGREGATE_ATTR, aggregate_name)
         trial.set_user_attr(INTERVAL_ATTR, interval(measured, aggregate_name))
-        study.tell(trial.number, value)
+        if two:
+            frames = _second_values(trial)
+            study.tell(trial.number, [value, _aggregate_frames([frames[s] for s in seeds],
+                                                                aggregate_name)])  # fmt: skip
+        else:
+            study.tell(trial.number, value)
         log.info("Trial %d: %s %.4g over seeds %s (%s)", trial.number, aggregate_name, value,
                  seeds, ", ".join(f"{v:.4g}" for v in measured))  # fmt: skip
         return True
@@ -157,3 +213,10 @@ def _finish(study: Any, trial: Any, seeds: list[int], aggregate_name: str, prune
                  [values[s] for s in sorted(values)])  # fmt: skip
         return True
     return False
+
+
+def _aggregate_frames(frames: list[float], aggregate_name: str) -> float:
+    """The aggregate of the seeds' frames to reach the threshold; ``inf`` where it is undefined
+    (NumPy gives NaN for a trimmed mean over several ``inf``)."""
+    value = aggregate(frames, aggregate_name)
+    return math.inf if math.isnan(value) else value

@@ -19,11 +19,6 @@ from typing import Any
 from xdrl.config.errors import ConfigError
 
 AGGREGATES = ("iqm", "mean", "median", "min")  # hydra.sweeper.aggregate
-SEEDS_ATTR = "seeds"  # trial user attribute: the tuning seeds of the trial, in order
-SEED_VALUES_ATTR = "seed_values"  # trial user attribute: {seed: final objective} of its jobs
-AGGREGATE_ATTR = "aggregate"  # trial user attribute: the aggregate's name
-INTERVAL_ATTR = "interval"  # trial user attribute: 95% bootstrap interval of the aggregate
-PRUNED_ATTR = "pruned_after"  # trial user attribute: seeds run when the pruner stopped it
 
 
 def tuning_seeds(base: int, count: int) -> list[int]:

@@ -676,7 +676,8 @@ def check_extras(cfg: DictConfig) -> None:
 
 
 def check_launch_plugins(hydra_cfg: DictConfig) -> None:
-    """A sweep's launcher and sweeper have their packages (checked before Hydra starts them)."""
+    """A sweep's launcher and sweeper have their packages and the Optuna sweeper's sampler and
+    pruner exist (checked before Hydra starts them)."""
     for group, features in (
         ("launcher", ("hydra/launcher=joblib", "hydra/launcher=submitit")),
         ("sweeper", ("hydra/sweeper=optuna", "hydra/sweeper=pareto")),
@@ -687,6 +688,35 @@ def check_launch_plugins(hydra_cfg: DictConfig) -> None:
                 hint = extra_hint(feature)
                 if hint is not None:
                     raise ConfigError(f"hydra/{group}", f"{feature} {hint}")
+    check_optuna_parts(hydra_cfg)
+
+
+def check_optuna_parts(hydra_cfg: DictConfig) -> None:
+    """The Optuna sweeper's sampler and pruner name classes that exist (checked before Hydra
+    instantiates the sweeper, whose error for a missing class is a multi-line trace)."""
+    sweeper = str(OmegaConf.select(hydra_cfg, "sweeper._target_", default="") or "")
+    if "xdrl_optuna" not in sweeper:
+        return
+    import importlib
+    import importlib.resources
+
+    for part in ("sampler", "pruner"):
+        target = OmegaConf.select(hydra_cfg, f"sweeper.{part}._target_", default=None)
+        if not isinstance(target, str):
+            continue
+        module, _, name = target.rpartition(".")
+        try:
+            found = hasattr(importlib.import_module(module), name) if module else False
+        except ImportError:
+            found = False
+        if not found:
+            folder = importlib.resources.files("xdrl.conf") / "hydra" / "sweeper" / part
+            names = sorted(p.name.removesuffix(".yaml") for p in folder.iterdir()
+                           if p.name.endswith(".yaml"))  # fmt: skip
+            raise ConfigError(
+                f"hydra.sweeper.{part}._target_",
+                f"{target} does not exist; pick hydra/sweeper/{part}={'|'.join(names)}",
+            )
 
 
 def plugin_option_hint(group: str, option: str) -> str | None:

@@ -15,7 +15,9 @@ multirun folders), groups runs whose configs differ only in the seed, and writes
 report.json, curves.png and final.png: per group the final metric's mean, std, median and
 interquartile mean (IQM) with 95%% stratified bootstrap intervals, IQM learning curves, and the
 probability of improvement between groups (Agarwal et al. 2021), one table and panel per
-environment. The report folder is replaced as a whole, or not at all."""
+environment. The report folder is replaced as a whole, or not at all. A PATH holding an Optuna
+study (optuna.db, an xdrl search's sweep dir) also gets study.md (trials, Pareto set,
+parameter importances) and study-params.png (the objective against each parameter)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,7 +57,27 @@ def main(argv: list[str] | None = None) -> int:
     if report.short:
         print(f"Short runs (unreadable evaluation records skipped): {', '.join(report.short)}")
     print(f"{report.runs} runs; wrote {', '.join(str(p) for p in report.files)}")
+    _report_studies([Path(p) for p in args.paths])
     return 0
+
+
+def _report_studies(paths: list[Path]) -> None:
+    """``study.md`` and ``study-params.png`` beside each Optuna study (``optuna.db``) in
+    ``paths``: :func:`xdrl.report.study.report_study`."""
+    import importlib.util
+
+    from xdrl.report.study import STUDY_FILE, report_study
+
+    for path in paths:
+        if not (path / STUDY_FILE).is_file():
+            continue
+        if importlib.util.find_spec("optuna") is None:
+            print(f"xdrl-report: warning: {path / STUDY_FILE} is an Optuna study; pip install "
+                  "'xdrl[sweep]' to report it", file=sys.stderr)  # fmt: skip
+            continue
+        written = report_study(path)
+        if written:
+            print(f"Optuna study: wrote {', '.join(str(p) for p in written)}")
 
 
 if __name__ == "__main__":

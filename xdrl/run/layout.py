@@ -23,6 +23,9 @@ A run dir (``hydra.run.dir``, one per job of a sweep)::
                                   (xdrl.trainer_hooks.evaluation_history)
     summary.json                  SUMMARY_FILE: the run's outcome (xdrl.run.lifecycle), read by
                                   sweeps, reports and xdrl-eval
+    stop-request.json             STOP_REQUEST_FILE: asks the run to stop after its current
+                                  batch (xdrl.trainer_hooks.stop_request); the Optuna sweeper's
+                                  pruner writes it, the run removes it when it stops
     superseded/<n>/               SUPERSEDED_DIR: earlier runs set aside (``resume=never``)
     policy.<format>               xdrl-export's default output
 """
@@ -49,6 +52,7 @@ WANDB_DIR = "wandb"
 WANDB_STEP_FILE = "wandb-last-step.txt"
 EVALUATIONS_FILE = "evaluations.jsonl"
 SUMMARY_FILE = "summary.json"
+STOP_REQUEST_FILE = "stop-request.json"
 SUPERSEDED_DIR = "superseded"
 
 

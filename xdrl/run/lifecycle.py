@@ -187,7 +187,26 @@ def _run(
         summary = segment.summary(status, error, eval_metrics)
         if status == "completed" and stop.signal:
             summary["signal"] = stop.signal  # arrived in the last iteration: nothing left to stop
+        request = _honoured_request(run_)
+        if request is not None and status == request["status"]:
+            summary["stop_request"] = request  # e.g. a sweeper's pruner: its reason and frames
         _close(spec.run_dir, run_, summary, log_model=spec.log_model)
+    _say_how_it_ended(spec, status, stop, frames, request)
+    stop.forward()
+    objective = eval_metrics.get(spec.objective)
+    if eval_metrics:
+        log.info("Final evaluation: %s", json.dumps(eval_metrics, sort_keys=True))
+    return float(objective) if objective is not None else None
+
+
+def _say_how_it_ended(
+    spec: RunSpec,
+    status: str,
+    stop: _StopRequest,
+    frames: int,
+    request: dict[str, Any] | None,
+) -> None:
+    """One stderr line for a run a signal or a stop request ended early (or just after the end)."""
     if status == "completed" and stop.signal:
         print(
             f"xdrl-train: {stop.signal} arrived in the last iteration: {spec.run_dir} trained its "
@@ -200,11 +219,12 @@ def _run(
             f"{_what_was_saved(spec, frames)}",
             file=sys.stderr,
         )
-    stop.forward()
-    objective = eval_metrics.get(spec.objective)
-    if eval_metrics:
-        log.info("Final evaluation: %s", json.dumps(eval_metrics, sort_keys=True))
-    return float(objective) if objective is not None else None
+    elif request is not None and status == request["status"]:
+        print(
+            f"xdrl-train: {status} at {frames:,} frames in {spec.run_dir} ({request['reason']}); "
+            f"{_what_was_saved(spec, frames)}",
+            file=sys.stderr,
+        )
 
 
 def _build(spec: RunSpec, interactive: bool) -> Run:
@@ -253,10 +273,20 @@ def _final_status(stop: _StopRequest, trainer: Any, run_: Run) -> str:
     """``completed`` once the whole budget is trained, whatever signal arrived during the last
     iteration (the Trainer has already evaluated and checkpointed it as the end), unless the
     signal interrupted the final evaluation (the same command then resumes to evaluate it);
-    else ``interrupted`` (Ctrl-C) or ``stopped`` (SIGTERM, SIGUSR2)."""
+    else ``interrupted`` (Ctrl-C), ``stopped`` (SIGTERM, SIGUSR2) or the status a
+    ``stop-request.json`` named (``pruned``: a sweeper's pruner)."""
     if trainer.collected_frames >= trainer.total_frames and _interrupted_evaluation(run_) is None:
         return "completed"
-    return "interrupted" if stop.interrupted else "stopped" if stop.signal else "completed"
+    if stop.signal:
+        return "interrupted" if stop.interrupted else "stopped"
+    request = _honoured_request(run_)
+    return str(request["status"]) if request is not None else "completed"
+
+
+def _honoured_request(run_: Run) -> dict[str, Any] | None:
+    """The ``stop-request.json`` the run stopped for (status, reason, frames), if any."""
+    hook = run_.stop_request
+    return hook.request if hook is not None else None
 
 
 class _Segment:

@@ -22,6 +22,7 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from xdrl.report.study import RECHECK_TABLE  # search vs re-check value per trial
 from xdrl.run.layout import HYDRA_DIR, HYDRA_SETTINGS_FILE, SUMMARY_FILE, write_atomically
 from xdrl.sweep.stop import (
     INTERRUPTED,
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 TABLE_MD = "sweep_summary.md"
 TABLE_JSON = "sweep_summary.json"
 OPTUNA_RESULTS = "optimization_results.yaml"  # written by hydra_plugins/xdrl_optuna
-RECHECK_TABLE = "recheck.md"  # search vs re-check value per trial (hydra_plugins/xdrl_optuna)
 SUBMITIT_DIR = ".submitit"
 
 
@@ -234,6 +234,9 @@ def format_table(data: SweepSummaryData) -> str:
     skipped = sum(job.status == "not_started" for job in data.jobs)
     if stopped or skipped:
         lines.append(f"{stopped} interrupted at a checkpoint, {skipped} not started")
+    pruned = sum(job.status == "pruned" for job in data.jobs)
+    if pruned:
+        lines.append(f"{pruned} pruned by the Optuna sweeper's pruner (stopped at a checkpoint)")
     if data.unaccounted_submissions:
         lines.append(
             f"{data.unaccounted_submissions} submitted job(s) left no job folder: see "

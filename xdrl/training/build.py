@@ -37,6 +37,7 @@ from xdrl.trainer_hooks.logging import (
     WandbFlushHook,
 )
 from xdrl.trainer_hooks.observation_norm import ObservationNormSync
+from xdrl.trainer_hooks.stop_request import StopRequestHook
 from xdrl.training.checkpointing import (
     BEST_METRIC,
     check_before_resume,
@@ -65,6 +66,7 @@ class Run:
     resumed_from: str | None = None
     resume_approximate: str | None = None  # why a resume is not exact (None: exact)
     precision: Precision = "fp32"  # the networks' arithmetic: fp32, or bf16 autocast
+    stop_request: StopRequestHook | None = None  # a stop asked through <run_dir>/stop-request.json
 
     def close(self) -> None:
         """Close the environments (collector, evaluation) and stop the collector's worker
@@ -437,6 +439,8 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     hook_set.register(trainer)
     if eval_set is not None:  # <run_dir>/evaluations.jsonl, whatever the logger
         EvaluationHistory(run_dir, eval_set).register(trainer)
+    stop_request = StopRequestHook(run_dir)  # a sweeper's pruner stops the run through a file
+    stop_request.register(trainer)
     for stage, hook in parts.hooks:
         if stage is None:
             hook.register(trainer)
@@ -485,6 +489,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         resumed_from=str(resumed) if resumed else None,
         resume_approximate=approximate if resumed else None,
         precision=precision,
+        stop_request=stop_request,
     )
 
 

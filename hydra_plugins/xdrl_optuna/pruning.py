@@ -1,0 +1,168 @@
+"""Pruning inside a trial's runs: Optuna's median, halving and Hyperband pruners on
+the evaluations the jobs write while they train.
+
+A job's run dir gets one ``evaluations.jsonl`` line per evaluation (``eval.interval_frames``).
+While a launch runs, :class:`EvaluationWatcher` reads those files from the sweep process (every
+``poll_s`` seconds; any launcher whose job folders it can read: joblib, basic, SLURM on a shared
+file system) and reports the trial's value at each evaluation as one Optuna step, the step being
+the collected frames. With ``seeds_per_trial: k`` the value at a step is the trial's aggregate
+(``iqm`` ...) over its k seeds, reported once every seed has evaluated at those frames, so two
+trials compare on the same seeds at the same frames. When the study's pruner says the trial
+should stop, each of its jobs gets ``stop-request.json`` (:mod:`xdrl.trainer_hooks.stop_request`):
+it stops after its current batch with a checkpoint and ``summary.json`` says ``pruned``; a job
+that had not started yet stops after its first batch. The trial is told ``PRUNED`` with the
+frames it was pruned at (user attribute ``pruned_at_frames``).
+
+Optuna's ``WilcoxonPruner`` is the other kind: it judges a trial between its seeds (each seed's
+final value one step, :mod:`.seeded`). A study has one pruner, so one kind of step.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from hydra_plugins.xdrl_optuna.seeds import aggregate
+from xdrl.report.study import PRUNED_AT_ATTR
+from xdrl.run.layout import EVALUATIONS_FILE, STOP_REQUEST_FILE
+from xdrl.trainer_hooks.evaluation_history import read_evaluations
+
+log = logging.getLogger(__name__)
+
+BETWEEN_SEEDS = "seeds"  # WilcoxonPruner: a step per seed, judged between a trial's seeds
+WITHIN_RUNS = "evaluations"  # median, halving, ...: a step per evaluation, judged while it runs
+POLL_S = 1.0  # how often the sweep process reads the running jobs' evaluations
+
+# A job's folder for (trial, seed)
+Folder = Callable[[Any, int], Path]
+
+
+def pruner_kind(pruner: Any) -> str | None:
+    """How ``pruner`` judges a trial: :data:`BETWEEN_SEEDS`, :data:`WITHIN_RUNS`, or None for no
+    pruning (None or ``NopPruner``)."""
+    from optuna.pruners import NopPruner, WilcoxonPruner
+
+    if pruner is None or isinstance(pruner, NopPruner):
+        return None
+    return BETWEEN_SEEDS if isinstance(pruner, WilcoxonPruner) else WITHIN_RUNS
+
+
+def objective_values(folder: Path, objective: str) -> dict[int, float]:
+    """``{frames: objective}`` of the evaluations a job has written so far (none: ``{}``)."""
+    path = folder / EVALUATIONS_FILE
+    try:
+        records = read_evaluations(path) if path.is_file() else []
+    except OSError:
+        return {}
+    return {
+        int(r["frames"]): float(r[objective])
+        for r in records
+        if isinstance(r.get(objective), int | float)
+    }
+
+
+class EvaluationWatcher:
+    """Report the evaluations of running trials to Optuna and stop those the pruner prunes.
+
+    Use as a context manager around a launch: a thread polls every ``poll_s`` seconds; on exit
+    it stops, the evaluations not yet reported are reported (no pruning decision then: the jobs
+    are over) and stop requests no job read are removed.
+
+    Args:
+        study: the study the trials belong to.
+        trials: the running trials of the launch.
+        seeds: the seeds each trial runs (all of them, those finished earlier included).
+        folder: the job folder of ``(trial, seed)``.
+        objective: the evaluation key that scores a trial (``cfg.objective``).
+        aggregate_name: how a step's value comes from the seeds' values (``iqm`` ...).
+        poll_s: seconds between reads.
+
+    Example:
+        >>> with EvaluationWatcher(study, trials, seeds=[0, 1, 2], folder=f, objective=key,
+        ...                        aggregate_name="iqm"):
+        ...     returns = launcher.launch(jobs, initial_job_idx=0)
+    """
+
+    def __init__(
+        self,
+        study: Any,
+        trials: list[Any],
+        *,
+        seeds: list[int],
+        folder: Folder,
+        objective: str,
+        aggregate_name: str,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.trials = list(trials)
+        self.seeds = list(seeds)
+        self.folder = folder
+        self.objective = objective
+        self.aggregate_name = aggregate_name
+        self.poll_s = poll_s
+        self.pruned: dict[int, int] = {}  # trial number -> frames it was pruned at
+        frozen = {t.number: t for t in study.get_trials(deepcopy=False)}
+        self._reported = {t.number: set(frozen[t.number].intermediate_values) for t in trials}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> EvaluationWatcher:
+        self._thread = threading.Thread(target=self._loop, name="xdrl-pruner", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.poll(decide=False)
+        for trial in self.trials:  # a job that ended before it read its request
+            for seed in self.seeds:
+                (self.folder(trial, seed) / STOP_REQUEST_FILE).unlink(missing_ok=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.poll()
+            except Exception:  # noqa: BLE001 - a failed read must not end the sweep
+                log.warning("Reading the trials' evaluations failed", exc_info=True)
+
+    def poll(self, decide: bool = True) -> None:
+        """Report each trial's new steps (frames every seed has evaluated at); with ``decide``,
+        ask the pruner after each and stop a pruned trial's jobs."""
+        for trial in self.trials:
+            if trial.number in self.pruned:
+                continue
+            per_seed = [objective_values(self.folder(trial, s), self.objective) for s in self.seeds]
+            common = set.intersection(*(set(v) for v in per_seed)) if per_seed else set()
+            for frames in sorted(common - self._reported[trial.number]):
+                value = aggregate([values[frames] for values in per_seed], self.aggregate_name)
+                trial.report(value, step=frames)
+                self._reported[trial.number].add(frames)
+                if decide and trial.should_prune():
+                    self._prune(trial, frames, value)
+                    break
+
+    def _prune(self, trial: Any, frames: int, value: float) -> None:
+        from xdrl.trainer_hooks.stop_request import write_stop_request
+
+        self.pruned[trial.number] = frames
+        trial.set_user_attr(PRUNED_AT_ATTR, frames)
+        reason = (
+            f"Optuna pruner: trial {trial.number} at {frames:,} frames, "
+            f"{self.aggregate_name} {value:.4g}"
+        )
+        log.info("Trial %d pruned at %d frames (%s %.4g): stopping its jobs", trial.number,
+                 frames, self.aggregate_name, value)  # fmt: skip
+        for seed in self.seeds:
+            folder = self.folder(trial, seed)
+            write_stop_request(folder, "pruned", reason)

@@ -1,0 +1,234 @@
+"""Pruning inside a trial's runs (issue 37): Optuna's median pruner judges a trial on the
+evaluations its jobs write while they train (with several seeds, their aggregate at each frame
+count), a pruned trial's jobs stop through ``stop-request.json`` and say ``pruned``; a real run
+asked to stop stops at a checkpoint that the same command resumes from; pruner settings with
+nothing to judge are one config error."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import optuna
+import pytest
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState
+
+from hydra_plugins.xdrl_optuna.optuna_sweeper import OptunaSweeper
+from hydra_plugins.xdrl_optuna.pruning import WITHIN_RUNS, pruner_kind
+from tests.conftest import CONF, compose_config
+from xdrl.config.errors import ConfigError
+from xdrl.run.layout import EVALUATIONS_FILE, STOP_REQUEST_FILE
+from xdrl.trainer_hooks.stop_request import write_stop_request
+
+OBJECTIVE = "eval/deterministic/reward/episode_reward_mean"
+SPACE = {"x": FloatDistribution(-30.0, 30.0)}
+EVERY = 100  # frames between a fake job's evaluations
+CURVES = {0: [10.0, 20.0, 30.0, 40.0], 1: [30.0, 40.0, 50.0, 60.0]}  # seed -> eval values
+
+
+class _TrainingLauncher:
+    """Stands in for a parallel launcher: each job runs in its own thread and writes the
+    evaluations ``CURVES[seed] + x`` to its ``evaluations.jsonl`` one at a time, like a run.
+    Before each it reads ``stop-request.json`` (as the run's hook does after each batch) and
+    then stops with ``summary.json`` saying ``pruned``. After writing one, it waits until the
+    sweep process has reported that evaluation or asked it to stop: the steps are what the
+    watcher saw, whatever the threads' timing."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.storage = optuna.storages.InMemoryStorage()  # the sweeper's study lives here
+        self.written: dict[str, int] = {}  # job folder -> evaluations written
+
+    def _reported(self, trial: int, frames: int) -> bool:
+        study = optuna.load_study(study_name="study", storage=self.storage)
+        return frames in study.get_trials(deepcopy=False)[trial].intermediate_values
+
+    def _job(self, overrides: dict[str, str]) -> JobReturn:
+        folder = self.out / overrides["hydra.sweep.subdir"]
+        folder.mkdir(parents=True, exist_ok=True)
+        trial, seed = int(folder.name.split("_")[0]), int(overrides["seed"])
+        x = float(overrides["x"])
+        status, value, written = "completed", None, 0
+        for step, base in enumerate(CURVES[seed], start=1):
+            if (folder / STOP_REQUEST_FILE).exists():
+                (folder / STOP_REQUEST_FILE).unlink()
+                status = "pruned"
+                break
+            value, frames = base + x, step * EVERY
+            with (folder / EVALUATIONS_FILE).open("a") as fh:
+                fh.write(json.dumps({"frames": frames, OBJECTIVE: value}) + "\n")
+            written = step
+            while not self._reported(trial, frames) and not (folder / STOP_REQUEST_FILE).exists():
+                threading.Event().wait(0.01)  # until the watcher read it or stopped the job
+        self.written[folder.name] = written
+        (folder / "summary.json").write_text(json.dumps({"status": status}))
+        hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": str(folder)}}})
+        return JobReturn(status=JobStatus.COMPLETED, _return_value=value, hydra_cfg=hydra_cfg)
+
+    def launch(self, jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
+        del initial_job_idx
+        parsed = [dict(o.split("=", 1) for o in job) for job in jobs]
+        with ThreadPoolExecutor(len(parsed)) as pool:
+            return list(pool.map(self._job, parsed))
+
+
+def _sweeper(launcher: _TrainingLauncher, pruner: object, **config: object) -> OptunaSweeper:
+    sampler = {"_target_": "optuna.samplers.RandomSampler", "seed": 0}
+    sweeper = OptunaSweeper(sampler=instantiate(sampler), n_trials=4, seeds_per_trial=2,
+                            aggregate="mean", pruner=pruner)  # fmt: skip
+    sweeper.config = OmegaConf.create(
+        {
+            "seed": 0,
+            "objective": OBJECTIVE,
+            "total_frames": 4 * EVERY,
+            "eval": {"enabled": True, "interval_frames": EVERY},
+            "hydra": {"job": {"name": "study"}, "sweeper": {"sampler": sampler}},
+            **config,
+        }
+    )
+    sweeper.launcher = launcher
+    sweeper.storage = launcher.storage  # type: ignore[assignment]  # an Optuna storage object
+    sweeper.poll_s = 0.02
+    return sweeper
+
+
+def test_the_median_pruner_stops_a_trial_whose_evaluations_fall_below_the_median(
+    tmp_path: Path,
+) -> None:
+    """Each trial's value at a step is the mean of its two seeds' evaluations: CURVES' means
+    (20, 30, 40, 50) + x. Trials 0 and 1 (x = 0, 10) run to the end; the median of their values
+    is 25, 35, 45, 55 at 100 ... 400 frames. Trial 2 (x = 4: 24, 34, ...) is below it from the
+    start, but the 150-frame warm-up spares it at 100 frames: pruned at 200 (34 < 35). Trial 3
+    (x = 20: 40, 50, ...) stays above and completes."""
+    launcher = _TrainingLauncher(tmp_path)
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=150)
+    sweeper = _sweeper(launcher, pruner)
+    study = sweeper._study(tmp_path)
+    for x in (0.0, 10.0, 4.0, 20.0):
+        study.enqueue_trial({"x": x})
+    sweeper._run(study, SPACE, [], tmp_path)
+
+    states = [t.state for t in study.get_trials()]
+    assert states == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED,
+                      TrialState.COMPLETE]  # fmt: skip
+    pruned = study.get_trials()[2]
+    assert pruned.user_attrs["pruned_at_frames"] == 200
+    assert pruned.intermediate_values == {100: 24.0, 200: 34.0}  # mean of its two seeds
+    assert study.get_trials()[1].intermediate_values == {100: 30.0, 200: 40.0, 300: 50.0,
+                                                         400: 60.0}  # fmt: skip
+    assert study.get_trials()[3].value == pytest.approx(70.0)  # the final evaluations' mean
+    for seed in (0, 1):  # the pruned trial's jobs stopped before their last evaluation
+        folder = tmp_path / f"2_seed{seed}"
+        assert json.loads((folder / "summary.json").read_text())["status"] == "pruned"
+        assert launcher.written[folder.name] < len(CURVES[seed])
+        assert not (folder / STOP_REQUEST_FILE).exists()
+    assert "| 2 | pruned | " in (tmp_path / "study.md").read_text()
+    assert "pruned at 200 frames" in (tmp_path / "study.md").read_text()
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.parametrize(
+    ("pruner", "config", "message"),
+    [
+        (
+            "wilcoxon",
+            {"seeds_per_trial": 1},
+            "hydra.sweeper.pruner: prunes between a trial's seeds; set seeds_per_trial >= 2",
+        ),
+        (
+            "median",
+            {"eval": {"enabled": True, "interval_frames": 10_000}, "total_frames": 8_192},
+            "hydra.sweeper.pruner: MedianPruner judges the evaluations a run writes while it "
+            "trains, and with eval.enabled=True, eval.interval_frames=10000 and "
+            "total_frames=8192 there are none; set eval.interval_frames=1024 (or pruner=none)",
+        ),
+        (
+            "halving",
+            {"eval": {"enabled": False, "interval_frames": 100}},
+            "hydra.sweeper.pruner: SuccessiveHalvingPruner judges the evaluations",
+        ),
+    ],
+)
+def test_a_pruner_with_nothing_to_judge_is_one_config_error(
+    pruner: str, config: dict, message: str, tmp_path: Path
+) -> None:
+    node = OmegaConf.load(CONF / "hydra" / "sweeper" / "pruner" / f"{pruner}.yaml")
+    seeds = config.pop("seeds_per_trial", 2)
+    sweeper = _sweeper(_TrainingLauncher(tmp_path), instantiate(node)(), **config)
+    sweeper.seeds_per_trial = seeds
+    with pytest.raises(ConfigError) as err:
+        sweeper._check_seeds()
+    assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize("name", ["median", "halving", "hyperband"])
+def test_each_pruner_preset_builds_a_pruner_that_judges_evaluations(name: str) -> None:
+    node = OmegaConf.load(CONF / "hydra" / "sweeper" / "pruner" / f"{name}.yaml")
+    assert pruner_kind(instantiate(node)()) == WITHIN_RUNS
+
+
+def test_a_run_asked_to_stop_stops_at_a_checkpoint_the_same_command_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The request is there before the run starts (a job of a trial pruned before it began):
+    the run trains one batch, checkpoints it and says pruned; run again, it resumes from that
+    checkpoint (the request was consumed) and completes."""
+    import xdrl.run.lifecycle
+
+    run_dir = tmp_path / "run"
+    overrides = ["total_frames=512", "frames_per_batch=256", "env.num_envs=4", "eval=none",
+                 "algorithm.build.epochs=1", "logging=none", "num_threads=1"]  # fmt: skip
+    write_stop_request(run_dir, "pruned", "Optuna pruner: trial 3 at 256 frames")
+    xdrl.run.lifecycle.run(compose_config(overrides, run_dir))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "pruned" and summary["total_frames"] == 256
+    assert summary["stop_request"] == {
+        "status": "pruned",
+        "reason": "Optuna pruner: trial 3 at 256 frames",
+        "frames": 256,
+    }
+    assert (run_dir / "checkpoints" / "checkpoint-000000000256" / "checksums.json").is_file()
+    assert not (run_dir / STOP_REQUEST_FILE).exists()
+    assert "xdrl-train: pruned at 256 frames" in capsys.readouterr().err
+
+    xdrl.run.lifecycle.run(compose_config(overrides, run_dir))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["total_frames"] == 512
+    assert Path(summary["resumed_from"]).name == "checkpoint-000000000256"
+
+
+@pytest.mark.parametrize(
+    ("target", "line"),
+    [
+        ("optuna.pruners.MedianPruner", None),
+        (
+            "optuna.pruners.NoSuchPruner",
+            "hydra.sweeper.pruner._target_: optuna.pruners.NoSuchPruner does not exist; pick "
+            "hydra/sweeper/pruner=halving|hyperband|median|none|wilcoxon",
+        ),
+        (
+            "nosuch.Pruner",
+            "hydra.sweeper.pruner._target_: nosuch.Pruner does not exist; pick "
+            "hydra/sweeper/pruner=halving|hyperband|median|none|wilcoxon",
+        ),
+    ],
+)
+def test_an_unknown_pruner_class_is_one_line_before_hydra_builds_the_sweeper(
+    target: str, line: str | None
+) -> None:
+    from xdrl.config.check import check_launch_plugins
+
+    sweeper = "hydra_plugins.xdrl_optuna.optuna_sweeper.OptunaSweeper"
+    hydra_cfg = OmegaConf.create({"sweeper": {"_target_": sweeper, "pruner": {"_target_": target}}})
+    if line is None:
+        check_launch_plugins(hydra_cfg)
+        return
+    with pytest.raises(ConfigError) as err:
+        check_launch_plugins(hydra_cfg)
+    assert str(err.value) == line

@@ -9,6 +9,7 @@ unmasked env's observations.
 from __future__ import annotations
 
 import base64
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from torchrl.modules import LSTMModule, set_recurrent_mode
 import xdrl.run.lifecycle
 from tests.conftest import compose_config, read_summary
 from tests.test_exact_resume import _assert_same_run, _left_by_a_kill_after
+from tests.test_export import _guide_example, _run_example
 from xdrl.algorithms import ppo
 from xdrl.algorithms.common import activation_class
 from xdrl.algorithms.recurrent import (
@@ -335,6 +337,7 @@ def test_onnx_export_round_trips_on_episodes_with_the_state_carried(
     policy = policies[name]
     checked = export_policy(policy, "onnx", tmp_path / "policy.onnx")
     assert checked["sequences"] == 8 and checked["max_abs_diff"] <= 1e-5
+    (tmp_path / "guide").mkdir()
     session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"))
     inputs = [i.name for i in session.get_inputs()]
     outputs = [o.name for o in session.get_outputs()]
@@ -355,6 +358,10 @@ def test_onnx_export_round_trips_on_episodes_with_the_state_carried(
         for mine, theirs in zip(torch_states, states, strict=True):
             np.testing.assert_allclose(theirs, mine.numpy(), rtol=0, atol=1e-5)
     assert np.abs(states[0]).sum() > 0  # a state was carried, not zeros throughout
+    if name == "ppo-lstm-preset":  # the guide's onnxruntime episode runs as written on this file
+        shutil.copyfile(tmp_path / "policy.onnx", tmp_path / "guide" / "policy.onnx")
+        ran = _run_example(_guide_example('"is_init": is_init'), tmp_path / "guide")
+        assert ran.returncode == 0, ran.stderr[-2000:]
 
 
 # Resume mid-episode: the hidden states travel with the collector's episodes in progress

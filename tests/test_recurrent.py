@@ -325,6 +325,16 @@ def test_loaded_policy_carries_the_state_and_resets_per_episode(
     assert starts[1:].any(), "no episode start after the first: the reset would not be tested"
     np.testing.assert_allclose(np.stack(got), expected, rtol=0, atol=1e-5)
 
+    # a batch: reset(done) restarts only the rows marked; stochastic calls carry the state too
+    two = observations[1:3]
+    policy.reset()
+    policy(two)
+    policy(two, deterministic=False)
+    policy.reset(np.array([True, False]))
+    restarted = policy(two)
+    policy.reset()
+    np.testing.assert_allclose(restarted[0], policy(two)[0], rtol=0, atol=1e-5)
+
 
 @pytest.mark.parametrize("name", RUNS)
 def test_onnx_export_round_trips_on_episodes_with_the_state_carried(

@@ -199,7 +199,8 @@ def _left_by_a_kill_after(checkpoint: Path, reference: Path, run_dir: Path) -> i
     uninterrupted ``reference`` run: its ``.hydra/``, that checkpoint, and its CSV logs up to that
     checkpoint's frames (no summary). Returns those frames."""
     frames = int(checkpoint.name.split("-")[1])
-    shutil.copytree(reference / ".hydra", run_dir / ".hydra")
+    if (reference / ".hydra").exists():  # an in-process run (xdrl.run.lifecycle.run) has none
+        shutil.copytree(reference / ".hydra", run_dir / ".hydra")
     shutil.copytree(checkpoint, run_dir / "checkpoints" / checkpoint.name)
     for path in (reference / "logs").rglob("*"):
         target = run_dir / "logs" / path.relative_to(reference / "logs")

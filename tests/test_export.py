@@ -439,7 +439,7 @@ def test_guide_onnxruntime_example_runs_as_written(exported, tmp_path: Path) -> 
     result, out = exported("ppo", "onnx")
     assert result.returncode == 0, result.stderr
     shutil.copyfile(out, tmp_path / "policy.onnx")  # where the example opens it
-    code = _guide_example('gym.make("CartPole-v1"')
+    code = _guide_example('gym.make("CartPole-v1")  # add render_mode')
     ran = _run_example(code, tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
 

@@ -8,6 +8,9 @@ unmasked env's observations.
 
 from __future__ import annotations
 
+import base64
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,8 @@ from torchrl.modules import LSTMModule, set_recurrent_mode
 
 import xdrl.run.lifecycle
 from tests.conftest import compose_config, read_summary
+from tests.test_exact_resume import _assert_same_run, _left_by_a_kill_after
+from tests.test_export import _guide_example, _run_example
 from xdrl.algorithms import ppo
 from xdrl.algorithms.common import activation_class
 from xdrl.algorithms.recurrent import (
@@ -34,10 +39,10 @@ from xdrl.config.errors import ConfigError
 from xdrl.envs.factory import make_env
 from xdrl.envs.masking import check_mask
 from xdrl.policy.evaluate import evaluate
-from xdrl.policy.export import ExportError, export_policy
-from xdrl.policy.loading import load_run
+from xdrl.policy.export import export_policy, sample_episodes
+from xdrl.policy.loading import LoadedPolicy, load_run
 from xdrl.training.build import add_recurrent_state
-from xdrl.training.env_state import EnvState
+from xdrl.training.env_state import renames
 
 # Masked observations
 
@@ -209,91 +214,185 @@ def test_minibatches_are_whole_env_rows_each_once_per_epoch() -> None:
     assert EnvRows(8).extend(batch) is batch and EnvRows(8).sample is not None
 
 
-# End to end, in process
+# End to end, in process: one tiny run of each kind per module, shared by the tests below
 
-
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        ["experiment=cartpole_novel_lstm"],
-        [
-            "algorithm=a2c",
-            "env.mask_observations=[1,3]",
-            "algorithm.build.recurrent=gru",
-            "algorithm.build.minibatch_size=128",
-            "frames_per_batch=256",
-        ],
+RUNS = {
+    "ppo-lstm-preset": [
+        "experiment=cartpole_novel_lstm",
+        "total_frames=384",  # 3 batches of 4 envs x 32 steps: checkpoints mid-episode to resume
+        "frames_per_batch=128",
+        "algorithm.build.minibatch_size=64",  # 2 env rows
+        "checkpoint.interval_frames=128",
+        "checkpoint.keep_last=5",
     ],
-    ids=["ppo-lstm-preset", "a2c-gru"],
-)
-def test_recurrent_run_trains_and_evaluates(overrides: list[str], tmp_path: Path) -> None:
-    small = [
-        "total_frames=256",
-        "env.num_envs=4",
-        "eval.interval_frames=256",
-        "eval.episodes=2",
-        "eval.max_steps=20",
-        "checkpoint.interval_frames=256",
-        "eval.stochastic=true",
-        "algorithm.build.epochs=2",
-    ]
-    cfg = compose_config([*overrides, *small], tmp_path / "run")
-    xdrl.run.lifecycle.run(cfg)
-    summary = read_summary(tmp_path / "run")
-    assert summary["status"] == "completed"
-    assert summary["total_frames"] == 256
-    metrics = summary["eval"]
-    for mode in ("deterministic", "stochastic"):
-        assert metrics[f"eval/{mode}/reward/episode_reward_mean"] > 0
+    "a2c-gru-pendulum": [
+        "algorithm=a2c",
+        "env=pendulum",
+        "env.mask_observations=[2]",
+        "algorithm.build.recurrent=gru",
+        "algorithm.build.minibatch_size=128",
+        "frames_per_batch=256",
+    ],
+}
+SMALL = [
+    "total_frames=256",
+    "env.num_envs=4",
+    "eval.interval_frames=256",
+    "eval.episodes=2",
+    "eval.max_steps=20",
+    "checkpoint.interval_frames=256",
+    "eval.stochastic=true",
+    "algorithm.build.epochs=2",
+]
+FRAMES = {"ppo-lstm-preset": 384, "a2c-gru-pendulum": 256}
 
-    # xdrl-eval's path plays it with the state carried; one-step calls and export refuse it
-    policy = load_run(tmp_path / "run", "last", num_envs=3)
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each run of ``RUNS`` trained once (256 frames) in process: name -> run dir."""
+    out = {}
+    for name, overrides in RUNS.items():
+        run_dir = tmp_path_factory.mktemp(name) / "run"
+        xdrl.run.lifecycle.run(compose_config([*SMALL, *overrides], run_dir))
+        out[name] = run_dir
+    return out
+
+
+@pytest.fixture(scope="module")
+def policies(trained: dict[str, Path]) -> Iterator[dict[str, LoadedPolicy]]:
+    """Each trained run's last checkpoint, loaded as ``xdrl.load_policy`` loads it."""
+    loaded = {name: load_run(run_dir, "last") for name, run_dir in trained.items()}
+    yield loaded
+    for policy in loaded.values():
+        policy.close()
+
+
+def _episodes(policy: LoadedPolicy, steps: int = 48) -> tuple[np.ndarray, np.ndarray]:
+    """Observations of the run's env under random actions and their episode starts (one forced
+    every 20 steps too, so Pendulum's 200-step episodes also start over within ``steps``)."""
+    observations, starts = sample_episodes(policy.config, n=steps, seed=7)
+    return observations, starts | (np.arange(steps) % 20 == 0)
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_recurrent_run_trains_and_evaluates(name: str, trained: dict[str, Path]) -> None:
+    summary = read_summary(trained[name])
+    assert summary["status"] == "completed"
+    assert summary["total_frames"] == FRAMES[name]
+    for mode in ("deterministic", "stochastic"):
+        assert f"eval/{mode}/reward/episode_reward_mean" in summary["eval"]
+
+    # xdrl-eval's path plays it, deterministic and stochastic, one episode per sub-env
+    policy = load_run(trained[name], "last", num_envs=3)
     try:
-        record = evaluate(policy, max_steps=20)
-        assert record["episodes"] == 3 and all(0 < n <= 20 for n in record["lengths"])
-        with pytest.raises(ConfigError, match="recurrent"):
-            policy(np.zeros(4, dtype=np.float32))
-        with pytest.raises(ExportError, match="recurrent"):
-            export_policy(policy, "onnx", tmp_path / "policy.onnx")
+        for deterministic in (True, False):
+            record = evaluate(policy, deterministic=deterministic, max_steps=20)
+            assert record["episodes"] == 3 and all(0 < n <= 20 for n in record["lengths"])
     finally:
         policy.close()
-    assert not (tmp_path / "policy.onnx").exists()
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_loaded_policy_carries_the_state_and_resets_per_episode(
+    name: str, policies: dict[str, LoadedPolicy]
+) -> None:
+    """``policy(obs)`` step by step, ``reset()`` at each episode start, gives the actions of
+    TorchRL's sequence forward (recurrent mode) over each episode from a zero state."""
+    policy = policies[name]
+    observations, starts = _episodes(policy)
+    policy.reset()
+    got = []
+    for observation, start in zip(observations, starts, strict=True):
+        if start:
+            policy.reset()
+        got.append(policy(observation))
+    assert policy(observations[0]).shape == np.shape(got[0])  # one observation, one action
+
+    normalized = policy.deterministic_module.normalize(torch.from_numpy(observations))
+    data = TensorDict(
+        {"observation": normalized, "is_init": torch.from_numpy(starts).reshape(-1, 1)},
+        [len(observations)],
+    )
+    for key, state in zip(policy.state_keys, policy.initial_states(len(observations)), strict=True):
+        data[key] = state
+    data = data.unsqueeze(0)  # one sequence [1, steps]
+    with (
+        torch.no_grad(),
+        set_recurrent_mode(True),
+        set_exploration_type(ExplorationType.DETERMINISTIC),
+    ):
+        expected = policy.module(data)["action"][0].numpy()
+    assert starts[1:].any(), "no episode start after the first: the reset would not be tested"
+    np.testing.assert_allclose(np.stack(got), expected, rtol=0, atol=1e-5)
+
+    # a batch: reset(done) restarts only the rows marked; stochastic calls carry the state too
+    two = observations[1:3]
+    policy.reset()
+    policy(two)
+    policy(two, deterministic=False)
+    policy.reset(np.array([True, False]))
+    restarted = policy(two)
+    policy.reset()
+    np.testing.assert_allclose(restarted[0], policy(two)[0], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_onnx_export_round_trips_on_episodes_with_the_state_carried(
+    name: str, policies: dict[str, LoadedPolicy], tmp_path: Path
+) -> None:
+    """The ONNX file under onnxruntime, its own states fed back and ``is_init`` set at each
+    episode start, acts as the torch policy stepped the same way (states within 1e-5)."""
+    import onnxruntime
+
+    policy = policies[name]
+    checked = export_policy(policy, "onnx", tmp_path / "policy.onnx")
+    assert checked["sequences"] == 8 and checked["max_abs_diff"] <= 1e-5
+    (tmp_path / "guide").mkdir()
+    session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"))
+    inputs = [i.name for i in session.get_inputs()]
+    outputs = [o.name for o in session.get_outputs()]
+    assert inputs == ["observation", "is_init", *policy.state_keys]
+    assert outputs == ["action", *(f"next_{key}" for key in policy.state_keys)]
+
+    observations, starts = _episodes(policy)
+    states = [s.numpy() for s in policy.initial_states(1)]
+    torch_states = policy.initial_states(1)
+    for observation, start in zip(observations, starts, strict=True):
+        is_init = np.array([start])
+        feed = dict(zip(inputs, [observation[None], is_init, *states], strict=True))
+        action, *states = session.run(None, feed)
+        expected, torch_states = policy.step(
+            torch.from_numpy(observation[None]), torch.from_numpy(is_init), torch_states
+        )
+        np.testing.assert_allclose(action, expected.numpy(), rtol=0, atol=1e-5)
+        for mine, theirs in zip(torch_states, states, strict=True):
+            np.testing.assert_allclose(theirs, mine.numpy(), rtol=0, atol=1e-5)
+    assert np.abs(states[0]).sum() > 0  # a state was carried, not zeros throughout
+    if name == "ppo-lstm-preset":  # the guide's onnxruntime episode runs as written on this file
+        shutil.copyfile(tmp_path / "policy.onnx", tmp_path / "guide" / "policy.onnx")
+        ran = _run_example(_guide_example('"is_init": is_init'), tmp_path / "guide")
+        assert ran.returncode == 0, ran.stderr[-2000:]
 
 
 # Resume mid-episode: the hidden states travel with the collector's episodes in progress
 
 
-def _recurrent_collector(seed: int) -> tuple[Any, Any, Collector]:
-    env = make_env("CartPole-v1", num_envs=3, batching="vector", seed=seed)
-    torch.manual_seed(0)
-    actor = recurrent_actor(env, [8], activation_class("tanh"), "cpu", cell="gru", hidden=8)
-    add_recurrent_state(env, actor)
-    collector = Collector(
-        env, actor, frames_per_batch=30, total_frames=300, track_traj_ids=False,
-        exploration_type=ExplorationType.RANDOM,
-    )  # fmt: skip
-    return env, actor, collector
-
-
-def test_resume_mid_episode_continues_with_the_saved_hidden_state() -> None:
-    env, actor, collector = _recurrent_collector(seed=1)
-    batches = iter(collector)
-    for _ in range(2):  # 20 steps per sub-env: CartPole's first episodes are mid-way
-        next(batches)
-    saved = EnvState(env, collector).state_dict()
-    rng = torch.get_rng_state()
-    expected = next(batches)
-
-    other_env, other_actor, other = _recurrent_collector(seed=99)
-    other_actor.load_state_dict(actor.state_dict())
-    state = EnvState(other_env, other)
-    state.load_state_dict(saved)
-    assert state.approximate is None and state.train_restored
-    torch.set_rng_state(rng)
-    got = next(iter(other))
-    carried = ~got["is_init"][:, 0, 0]
-    assert carried.any() and got["actor_h"][carried, 0].abs().sum() > 0  # a state, not zeros
-    for key in expected.keys(True, True):
-        assert torch.equal(got[key], expected[key]), key
-    collector.shutdown()
-    other.shutdown()
+def test_run_resumed_mid_episode_logs_what_the_uninterrupted_run_logs(
+    trained: dict[str, Path], tmp_path: Path
+) -> None:
+    """The LSTM run killed right after its first checkpoint (128 frames: 32 steps per env,
+    episodes in progress) and resumed by the same command: every ``collection/`` and ``train/``
+    value, the evaluations and the final evaluation equal the uninterrupted run's, bitwise. The
+    kill's leftovers are built from the uninterrupted run's own checkpoint (as
+    ``test_exact_resume``'s SAC test does), so the stop is exactly there."""
+    reference, run_dir = trained["ppo-lstm-preset"], tmp_path / "run"
+    first = min((reference / "checkpoints").glob("checkpoint-*"), key=lambda p: p.name)
+    stopped_at = _left_by_a_kill_after(first, reference, run_dir)
+    assert stopped_at == 128
+    saved = next((first / "components").glob("*env_state/state.pt"))
+    blob = torch.load(saved, weights_only=False)["blob"]
+    episodes = renames.loads(base64.b64decode(blob))["train"]["episodes"]
+    going_on = ~episodes["is_init"][..., 0]
+    assert going_on.any() and episodes["actor_h"][going_on].abs().sum() > 0  # a state to carry
+    xdrl.run.lifecycle.run(compose_config([*SMALL, *RUNS["ppo-lstm-preset"]], run_dir))
+    _assert_same_run(reference, run_dir, stopped_at)

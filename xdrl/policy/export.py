@@ -9,15 +9,26 @@ All three start from one ``torch.export.export`` of :class:`~xdrl.policy.module.
 with a dynamic batch dimension: ONNX through ``torch.onnx.export(..., dynamo=True)``, ``pt2`` as
 ``torch.export.save``'s archive, TorchScript as ``torch.jit.trace`` of the exported graph
 (``torch.jit.script`` fails on TorchRL's ``MLP`` and actor modules).
+
+A recurrent policy (``algorithm.build.recurrent``) exports one step of
+:class:`~xdrl.policy.module.RecurrentPolicy`: inputs ``observation``, ``is_init`` (``[batch]``
+bool, true at each episode's first step: the state is zeroed there) and the hidden states
+(``actor_h``, and ``actor_c`` for an LSTM, ``[batch, layers, hidden]``), outputs ``action`` and
+the next states (``next_actor_h``, ...). Its check runs the file on the same 1,000 observations
+cut into 8 sequences of 125 steps, its own states carried from step to step and reset at the
+episode starts the sampling crossed, against the TorchRL policy stepped the same way (actions
+equal, or within 1e-5 for continuous ones; states within 1e-5).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import logging
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +36,16 @@ import numpy as np
 import torch
 
 from xdrl.config.errors import ConfigError, first_line
-from xdrl.policy.loading import RECURRENT_CALL, LoadedPolicy
+from xdrl.policy.loading import LoadedPolicy
+from xdrl.policy.module import RecurrentPolicy, with_step_cells
 
 FORMATS = ("onnx", "pt2", "torchscript")
 INPUT_NAME = "observation"
 OUTPUT_NAME = "action"
 CONTINUOUS_TOLERANCE = 1e-5
 CHECK_OBSERVATIONS = 1000
+CHECK_SEQUENCES = 8  # a recurrent policy's check: 1,000 observations as 8 sequences of 125 steps
+IS_INIT = "is_init"
 
 
 class ExportError(Exception):
@@ -41,10 +55,18 @@ class ExportError(Exception):
 def sample_observations(
     config: dict[str, Any], n: int = CHECK_OBSERVATIONS, seed: int = 0
 ) -> np.ndarray:
-    """``n`` observations of the run's env under random actions, as its gymnasium ``env.step``
-    returns them (what the exported policy takes): the env is built the way ``xdrl-eval``
-    builds it (:func:`~xdrl.policy.loading.make_env`, Atari's preprocessing and frame stack
-    included) and stepped below its one-hot encoding, which the policy applies itself."""
+    """``n`` observations of the run's env under random actions (:func:`sample_episodes`)."""
+    return sample_episodes(config, n, seed)[0]
+
+
+def sample_episodes(
+    config: dict[str, Any], n: int = CHECK_OBSERVATIONS, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(observations, starts)``: ``n`` observations of the run's env under random actions, as
+    its gymnasium ``env.step`` returns them (what the exported policy takes): the env is built
+    the way ``xdrl-eval`` builds it (:func:`~xdrl.policy.loading.make_env`, Atari's
+    preprocessing and frame stack included) and stepped below its one-hot encoding, which the
+    policy applies itself; ``starts`` marks each episode's first observation."""
     from xdrl.policy.loading import make_env, policy_input_env
 
     env = make_env(config, num_envs=1, seed=seed)
@@ -56,24 +78,31 @@ def sample_observations(
         dtype = gym_env.observation_space.dtype
         gym_env.action_space.seed(seed)
         observations: list[np.ndarray] = []
+        starts: list[bool] = []
         obs, _ = gym_env.reset(seed=seed)
+        start = True
         while len(observations) < n:
             observations.append(np.asarray(obs, dtype=dtype))
+            starts.append(start)
             obs, _, terminated, truncated, _ = gym_env.step(gym_env.action_space.sample())
-            if terminated or truncated:
+            start = bool(terminated or truncated)
+            if start:
                 obs, _ = gym_env.reset()
     finally:
         env.close()
-    return np.stack(observations)
+    return np.stack(observations), np.asarray(starts)
 
 
-def _export_program(policy: LoadedPolicy, example: torch.Tensor) -> Any:
+def _export_program(policy: LoadedPolicy, module: torch.nn.Module, example: tuple) -> Any:
     batch = torch.export.Dim("batch", min=1)
+    dynamic: tuple[Any, ...] = ({0: batch},)
+    if len(example) > 1:  # RecurrentPolicy(observation, is_init, *states)
+        dynamic = ({0: batch}, {0: batch}, tuple({0: batch} for _ in example[2:]))
     try:
-        with torch.no_grad():  # the inference path (the Nature CNN has a training-only form)
-            return torch.export.export(
-                policy.deterministic_module, (example,), dynamic_shapes={INPUT_NAME: {0: batch}}
-            )
+        with torch.no_grad(), warnings.catch_warnings():  # the inference path (the Nature CNN
+            # has a training-only form); nn.LSTM/GRU re-assign their flat weight list on call
+            warnings.filterwarnings("ignore", message=".*were assigned during export")
+            return torch.export.export(module, example, dynamic_shapes=dynamic)
     except Exception as err:  # noqa: BLE001 - say which part does not trace, in one line
         first = first_line(err)
         raise ExportError(
@@ -98,14 +127,7 @@ def _compare(expected: np.ndarray, actual: np.ndarray, discrete: bool, what: str
         )
 
 
-def _run_onnx(path: Path, observations: np.ndarray) -> np.ndarray:
-    import onnxruntime
-
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return session.run([OUTPUT_NAME], {INPUT_NAME: observations})[0]
-
-
-def _write(program: Any, fmt: str, out: Path, example: torch.Tensor) -> None:
+def _write(program: Any, fmt: str, out: Path, example: tuple, names: tuple[list, list]) -> None:
     if fmt == "pt2":
         torch.export.save(program, str(out))
     elif fmt == "torchscript":
@@ -117,12 +139,12 @@ def _write(program: Any, fmt: str, out: Path, example: torch.Tensor) -> None:
                 message="Converting a tensor to a Python boolean",
                 category=torch.jit.TracerWarning,
             )
-            traced = torch.jit.trace(_batch_generic(program), (example,), check_trace=False)
+            traced = torch.jit.trace(_batch_generic(program), example, check_trace=False)
         torch.jit.save(traced, str(out))
     else:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # progress lines and torchvision-op notices
-            _onnx_export(program, example, out)
+            _onnx_export(program, example, out, names)
 
 
 def _tensor_size(tensor: torch.Tensor, dim: int) -> int:
@@ -156,69 +178,159 @@ def _batch_generic(program: Any) -> torch.fx.GraphModule:
     return module
 
 
-def _onnx_export(program: Any, example: torch.Tensor, out: Path) -> None:
+def _onnx_export(program: Any, example: tuple, out: Path, names: tuple[list, list]) -> None:
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # "torchvision is not installed"
     for name in ("onnx_ir", "onnxscript"):  # a line per optimization pass
         logging.getLogger(name).setLevel(logging.WARNING)
     torch.onnx.export(
         program,
-        (example,),
+        example,
         str(out),
         dynamo=True,
-        input_names=[INPUT_NAME],
-        output_names=[OUTPUT_NAME],
+        input_names=names[0],
+        output_names=names[1],
         external_data=False,  # one self-contained file (weights inside)
         verbose=False,
     )
 
 
-def _reload(fmt: str, out: Path, observations: np.ndarray) -> np.ndarray:
+Runner = Callable[..., list[np.ndarray]]
+
+
+def _runner(fmt: str, out: Path, input_names: list[str]) -> Runner:
+    """The written file as a function of numpy inputs returning its outputs."""
     if fmt == "onnx":
-        return _run_onnx(out, observations)
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+        return lambda *arrays: session.run(None, dict(zip(input_names, arrays, strict=True)))
     module = torch.export.load(str(out)).module() if fmt == "pt2" else torch.jit.load(str(out))
-    with torch.no_grad():
-        return module(torch.from_numpy(observations)).numpy()
+
+    def run(*arrays: np.ndarray) -> list[np.ndarray]:
+        with torch.no_grad():
+            out = module(*(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays))
+        return [t.numpy() for t in (out if isinstance(out, tuple | list) else (out,))]
+
+    return run
+
+
+def _names(policy: LoadedPolicy) -> tuple[list[str], list[str]]:
+    """The file's input and output names."""
+    if not policy.recurrent:
+        return [INPUT_NAME], [OUTPUT_NAME]
+    keys = policy.state_keys
+    return [INPUT_NAME, IS_INIT, *keys], [OUTPUT_NAME, *(f"next_{key}" for key in keys)]
+
+
+def _sequences(observations: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[n, ...]`` as ``[steps, CHECK_SEQUENCES, ...]``: each sequence a contiguous piece of
+    the sampled episodes, its first step an episode start."""
+    steps = len(observations) // CHECK_SEQUENCES
+    obs = observations[: steps * CHECK_SEQUENCES].reshape(CHECK_SEQUENCES, steps, -1)
+    obs = obs.reshape(CHECK_SEQUENCES, steps, *observations.shape[1:]).swapaxes(0, 1)
+    init = starts[: steps * CHECK_SEQUENCES].reshape(CHECK_SEQUENCES, steps).T.copy()
+    init[0] = True
+    return np.ascontiguousarray(obs), init
+
+
+def _check_sequences(
+    policy: LoadedPolicy, run: Runner, observations: np.ndarray, starts: np.ndarray, what: str
+) -> float:
+    """Step the TorchRL policy and the file over the sequences, each carrying its own states;
+    raise on a differing action or a state off by more than 1e-5; return the largest difference."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 8-row steps: 0.6 ms each at 1 thread, 13-41 ms at 2 under load
+    try:
+        return _step_sequences(policy, run, *_sequences(observations, starts), what)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _step_sequences(
+    policy: LoadedPolicy, run: Runner, obs: np.ndarray, init: np.ndarray, what: str
+) -> float:
+    """:func:`_check_sequences` on ``[steps, sequences, ...]`` observations and starts."""
+    states = policy.initial_states(CHECK_SEQUENCES)
+    file_states = [s.numpy() for s in states]
+    expected, actual, largest = [], [], 0.0
+    for t in range(len(obs)):
+        action, states = policy.step(torch.from_numpy(obs[t]), torch.from_numpy(init[t]), states)
+        got = run(obs[t], init[t], *file_states)
+        expected.append(action.numpy())
+        actual.append(got[0])
+        file_states = got[1:]
+        for mine, theirs in zip(states, file_states, strict=True):
+            diff = float(np.abs(mine.numpy() - theirs).max())
+            largest = max(largest, diff)
+            if diff > CONTINUOUS_TOLERANCE:
+                raise ExportError(
+                    f"{what}: hidden state differs by {diff:.3g} (> {CONTINUOUS_TOLERANCE:g}) "
+                    f"at step {t} of the sequences"
+                )
+    want, have = np.concatenate(expected), np.concatenate(actual)
+    _compare(want, have, not np.issubdtype(want.dtype, np.floating), what)
+    return max(largest, float(np.abs(want.astype(np.float64) - have.astype(np.float64)).max()))
+
+
+def _module_and_example(policy: LoadedPolicy, observations: np.ndarray) -> tuple[Any, tuple]:
+    """What is exported and an example input: the deterministic policy on 8 observations, or
+    one step of the recurrent policy (its cells as :class:`StepCell`) with zero states."""
+    example = torch.from_numpy(observations[:CHECK_SEQUENCES])
+    if not policy.recurrent:
+        return policy.deterministic_module, (example,)
+    det = copy.deepcopy(policy.deterministic_module)
+    det.actor = with_step_cells(det.actor)
+    is_init = torch.ones(len(example), dtype=torch.bool)
+    states = policy.initial_states(len(example))
+    return RecurrentPolicy(det, policy.state_keys).eval(), (example, is_init, *states)
 
 
 def export_policy(policy: LoadedPolicy, fmt: str, out: str | Path) -> dict[str, Any]:
     """Write ``policy`` to ``out`` in ``fmt`` and check it on observations of the run's env
-    (:func:`sample_observations`).
+    (:func:`sample_episodes`; a recurrent policy on sequences with its state carried).
 
-    Returns what was checked: ``{"format", "file", "observations", "max_abs_diff"}``. The file
-    is written beside ``out`` first and renamed only once it passed, so a failed export leaves
-    nothing behind.
+    Returns what was checked: ``{"format", "file", "observations", "max_abs_diff"}`` (and
+    ``"sequences"`` for a recurrent policy). The file is written beside ``out`` first and
+    renamed only once it passed, so a failed export leaves nothing behind.
     """
     if fmt not in FORMATS:
         raise ConfigError("--format", f"unknown format {fmt!r}; pick one of {', '.join(FORMATS)}")
-    if policy.recurrent:
-        raise ExportError(RECURRENT_CALL)
     out = Path(out)
-    observations = sample_observations(policy.config)
-    example = torch.from_numpy(observations[:8])
-    with torch.no_grad():
-        expected = policy.deterministic_module(torch.from_numpy(observations)).numpy()
-    program = _export_program(policy, example)
+    observations, starts = sample_episodes(policy.config)
+    module, example = _module_and_example(policy, observations)
+    program = _export_program(policy, module, example)
+    names = _names(policy)
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     try:
-        _write(program, fmt, tmp, example)
+        _write(program, fmt, tmp, example, names)
         try:
-            actual = _reload(fmt, tmp, observations)
+            run = _runner(fmt, tmp, names[0])
+            if policy.recurrent:
+                diff = _check_sequences(policy, run, observations, starts, f"{fmt} file")
+            else:
+                diff = _check_batch(policy, run, observations, f"{fmt} file")
+        except ExportError:
+            raise
         except Exception as err:  # noqa: BLE001 - a file that does not run is an export failure
             raise ExportError(
                 f"the {fmt} file does not run on {len(observations)} env observations "
                 f"({type(err).__name__}: {first_line(err)})"
             ) from None
-        discrete = not np.issubdtype(expected.dtype, np.floating)
-        _compare(expected, actual, discrete, f"{fmt} file")
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
         for extra in tmp.parent.glob(f"{tmp.name}.*"):  # ONNX external data, if any
             extra.unlink(missing_ok=True)
-    diff = np.abs(expected.astype(np.float64) - actual.astype(np.float64)).max()
-    return {
-        "format": fmt,
-        "file": str(out),
-        "observations": len(observations),
-        "max_abs_diff": float(diff),
-    }
+    checked = {"format": fmt, "file": str(out), "observations": len(observations)}
+    if policy.recurrent:
+        checked["sequences"] = CHECK_SEQUENCES
+    return {**checked, "max_abs_diff": diff}
+
+
+def _check_batch(policy: LoadedPolicy, run: Runner, observations: np.ndarray, what: str) -> float:
+    """The file's actions on all observations at once against the torch policy's."""
+    with torch.no_grad():
+        expected = policy.deterministic_module(torch.from_numpy(observations)).numpy()
+    actual = run(observations)[0]
+    _compare(expected, actual, not np.issubdtype(expected.dtype, np.floating), what)
+    return float(np.abs(expected.astype(np.float64) - actual.astype(np.float64)).max())

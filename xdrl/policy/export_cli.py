@@ -21,7 +21,10 @@ env.step returns in ([batch, *obs_shape] in its dtype; Atari: the preprocessed [
 frame stack), env action out (int64 [batch] for discrete actions, float32 [batch, *act_shape]
 within the action bounds for continuous ones), one-hot encoding, casts, observation
 normalization and action scaling inside. The file is checked on 1,000 observations of the run's
-env before it is kept."""
+env before it is kept. A recurrent run's file takes and returns its hidden state: inputs
+observation, is_init ([batch] bool, true at an episode's first step) and actor_h (actor_c for an
+LSTM), outputs action and next_actor_h (next_actor_c); it is checked on sequences with the state
+carried."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,15 +69,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from xdrl.config.errors import ConfigError
     from xdrl.policy.export import ExportError, export_policy
-    from xdrl.policy.loading import RECURRENT_CALL, load_run
+    from xdrl.policy.loading import load_run
 
     try:
         policy = load_run(args.run_dir, args.checkpoint)
     except ConfigError as err:
         return _fail(f"config error: {err}")
-    if policy.recurrent:
-        policy.close()
-        return _fail(f"cannot export: {RECURRENT_CALL}")
     out = Path(args.out).expanduser() if args.out else policy.run_dir / f"policy.{args.format}"
     problem = unwritable("--out", out) if args.out is None else None  # the default, in RUN_DIR
     if problem is not None:
@@ -86,10 +86,15 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"cannot export: {err}")
     finally:
         policy.close()
+    carried = (
+        f" in {checked['sequences']} sequences with the hidden state carried, largest action "
+        "or state difference"
+        if "sequences" in checked
+        else ", largest action difference"
+    )
     print(
         f"wrote {checked['file']} ({args.format}, {policy.checkpoint.name}); checked on "
-        f"{checked['observations']} env observations, largest action difference "
-        f"{checked['max_abs_diff']:.3g}"
+        f"{checked['observations']} env observations{carried} {checked['max_abs_diff']:.3g}"
     )
     return 0
 

@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 from torchrl.envs import VecNormV2
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from xdrl.algorithms.recurrent import state_keys as recurrent_state_keys
 from xdrl.config.errors import ConfigError, first_line
 from xdrl.config.spec import RunSpec
 from xdrl.envs.observation_encoding import integer_grid
@@ -44,11 +45,6 @@ POLICY_COMPONENT = "policy"
 COLLECTOR_COMPONENT = "collector"
 # Loss attributes TorchRL's Trainer saves as the "policy" component (Trainer._checkpoint_policy).
 _POLICY_ATTRIBUTES = ("actor_network", "value_network", "local_value_network")
-RECURRENT_CALL = (
-    "this run's policy is recurrent (LSTM/GRU): it needs its hidden state carried from step to "
-    "step, which calling it on one observation (and exporting it) does not do yet; evaluate it "
-    "with xdrl-eval"
-)
 
 
 class _EnvState:
@@ -183,14 +179,16 @@ class LoadedPolicy:
         deterministic_module: the deterministic policy as one module (what is exported).
         obs_shape: the shape of one observation as ``env.step`` returns it.
         obs_dtype: its dtype (observations are cast to it first).
-        recurrent: the policy holds an LSTM or GRU cell (``algorithm.build.recurrent``): its
-            env carries the hidden state (``xdrl-eval`` plays it), but a call on a bare
-            observation, which has no state to carry, is refused.
+        recurrent: the policy holds an LSTM or GRU cell (``algorithm.build.recurrent``). Then
+            the call is stateful: each call carries the hidden state on from the previous one
+            (per batch row), and :meth:`reset` starts a new episode (all rows, or those marked).
+        state_keys: the hidden state entries of a recurrent policy (``actor_h``, ``actor_c``).
 
     Example:
         >>> policy = load_policy("outputs/2026-11-24/10-00-00_ppo_cartpole")
         >>> policy(np.zeros(4, dtype=np.float32))
         array(0)
+        >>> policy.reset()  # a recurrent policy: before each new episode
     """
 
     module: Any
@@ -204,18 +202,20 @@ class LoadedPolicy:
     obs_shape: tuple[int, ...] = ()
     obs_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
     recurrent: bool = False
+    state_keys: list[str] = field(default_factory=list)
+    _states: list[torch.Tensor] | None = field(default=None, init=False, repr=False)
+    _starts: torch.Tensor | None = field(default=None, init=False, repr=False)
 
     @torch.no_grad()
     def __call__(self, observation: Any, deterministic: bool = True) -> np.ndarray:
         from tensordict import TensorDict
 
-        if self.recurrent:
-            raise ConfigError("algorithm.build.recurrent", RECURRENT_CALL)
-
         obs = torch.as_tensor(np.asarray(observation, dtype=self.obs_dtype))
         single = obs.dim() == len(self.obs_shape)
         batch = obs.unsqueeze(0) if single else obs
-        if deterministic:
+        if self.recurrent:
+            action = self._carry(batch, deterministic)
+        elif deterministic:
             action = self.deterministic_module(batch)
         else:
             normalized = self.deterministic_module.normalize(batch)
@@ -224,6 +224,55 @@ class LoadedPolicy:
                 action = self.module(data).get("action")
         out = action.cpu().numpy()
         return out[0] if single else out
+
+    def reset(self, done: Any = None) -> None:
+        """Start new episodes: every batch row's (``done`` None) or those where ``done`` is
+        true; their hidden state is zero at the next call. A no-op for a feed-forward policy."""
+        if done is None or self._starts is None:
+            self._states = None
+            return
+        self._starts |= torch.as_tensor(np.asarray(done, dtype=bool)).reshape(-1)
+
+    def initial_states(self, batch: int) -> list[torch.Tensor]:
+        """Zero hidden states for ``batch`` rows (``[batch, layers, hidden]`` each)."""
+        spec = self.env.observation_spec
+        return [torch.zeros(batch, *spec[key].shape[-2:]) for key in self.state_keys]
+
+    def step(
+        self,
+        observation: torch.Tensor,
+        is_init: torch.Tensor,
+        states: list[torch.Tensor],
+        deterministic: bool = True,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """One step of a recurrent policy on a batch: ``(action, next states)`` from the
+        observations as ``env.step`` returns them, ``is_init`` (``[batch]`` bool: the state is
+        zeroed there) and the states; the TorchRL policy itself, in step mode."""
+        from tensordict import TensorDict
+
+        data = TensorDict(
+            {
+                "observation": self.deterministic_module.normalize(observation),
+                "is_init": is_init.reshape(-1, 1),
+                **dict(zip(self.state_keys, states, strict=True)),
+            },
+            batch_size=observation.shape[:1],
+        )
+        mode = ExplorationType.DETERMINISTIC if deterministic else ExplorationType.RANDOM
+        with torch.no_grad(), set_exploration_type(mode):
+            out = self.module(data)
+        return out.get("action"), [out.get(("next", key)) for key in self.state_keys]
+
+    def _carry(self, batch: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        """One stateful step: the states of the previous call (zeros and episode starts after
+        :meth:`reset` or a change of batch size)."""
+        rows = int(batch.shape[0])
+        if self._states is None or self._starts is None or len(self._starts) != rows:
+            self._states = self.initial_states(rows)
+            self._starts = torch.ones(rows, dtype=torch.bool)
+        action, self._states = self.step(batch, self._starts, self._states, deterministic)
+        self._starts = torch.zeros(rows, dtype=torch.bool)
+        return action
 
     def close(self) -> None:
         """Close the env."""
@@ -296,6 +345,7 @@ def load_run(
         obs_shape=tuple(int(n) for n in space.shape),
         obs_dtype=np.dtype(space.dtype),
         recurrent=recurrent,
+        state_keys=recurrent_state_keys(module) if recurrent else [],
     )
 
 

@@ -109,3 +109,97 @@ class DeterministicPolicy(nn.Module):
         )
         with set_exploration_type(ExplorationType.DETERMINISTIC):
             return self.actor(data).get("action")
+
+
+class StepCell(nn.Module):
+    """One step of a TorchRL ``LSTMModule`` / ``GRUModule`` on the same keys, with the same
+    weights: the incoming state zeroed where ``is_init`` is set, then the cell's ``nn.LSTM`` /
+    ``nn.GRU`` on a one-step sequence.
+
+    Why: ``LSTMModule.forward`` reshapes its TensorDict by ``numel``, which ``torch.export``
+    specializes to the example's batch size (measured: "batch specialized to be a constant");
+    this step keeps the batch dimension dynamic. :func:`~xdrl.policy.export.export_policy`
+    checks the exported file against the original module on whole episodes.
+
+    Args:
+        cell: the ``LSTMModule`` or ``GRUModule`` replaced.
+
+    Example:
+        >>> step = StepCell(lstm_module)
+        >>> step(td)["next", "actor_h"].shape
+        torch.Size([8, 1, 64])
+    """
+
+    def __init__(self, cell: Any) -> None:
+        super().__init__()
+        self.in_keys = list(cell.in_keys)
+        self.out_keys = list(cell.out_keys)
+        self.rnn: nn.Module = cell.lstm if hasattr(cell, "lstm") else cell.gru
+
+    def forward(self, tensordict: Any) -> Any:
+        value = tensordict.get(self.in_keys[0])
+        is_init = tensordict.get("is_init").reshape(-1, 1, 1)
+        states = [  # [batch, layers, hidden] -> [layers, batch, hidden], zero at episode starts
+            torch.where(is_init, 0.0, tensordict.get(key)).transpose(0, 1).contiguous()
+            for key in self.in_keys[1:-1]
+        ]
+        hidden = tuple(states) if len(states) == 2 else states[0]
+        out, new = self.rnn(value.unsqueeze(1), hidden)
+        tensordict.set(self.out_keys[0], out.squeeze(1))
+        for key, state in zip(self.out_keys[1:], new if len(states) == 2 else (new,), strict=True):
+            tensordict.set(key, state.transpose(0, 1))
+        return tensordict
+
+
+def with_step_cells(actor: nn.Module) -> nn.Module:
+    """A copy of ``actor`` whose ``LSTMModule`` / ``GRUModule`` are :class:`StepCell`."""
+    import copy
+
+    from xdrl.algorithms.recurrent import RECURRENT_MODULES
+
+    out = copy.deepcopy(actor)
+    for name, module in list(out.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, RECURRENT_MODULES):
+                setattr(module, child_name, StepCell(child))
+        del name
+    return out
+
+
+class RecurrentPolicy(nn.Module):
+    """``forward(observation, is_init, *states) -> (action, *next_states)``: one step of a
+    recurrent TorchRL policy (deterministic), the run's stateless observation transforms inside.
+    The states are zeroed where ``is_init`` (``[batch]`` bool) is set, so an episode starts
+    with ``is_init=True`` whatever state is passed; feed each step's next states to the next.
+
+    Args:
+        policy: the run's :class:`DeterministicPolicy` (its actor holds the cells).
+        state_keys: the hidden state entries, in the order they are passed and returned.
+
+    Example:
+        >>> step = RecurrentPolicy(loaded.deterministic_module, ["actor_h", "actor_c"])
+        >>> action, h, c = step(obs, torch.ones(1, dtype=torch.bool), h0, c0)
+    """
+
+    def __init__(self, policy: DeterministicPolicy, state_keys: Sequence[str]) -> None:
+        super().__init__()
+        self.policy = policy
+        self.state_keys = list(state_keys)
+
+    def forward(
+        self, observation: torch.Tensor, is_init: torch.Tensor, *states: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        from tensordict import TensorDict
+        from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+        data = TensorDict(
+            {
+                "observation": self.policy.normalize(observation),
+                "is_init": is_init.reshape(-1, 1),
+                **dict(zip(self.state_keys, states, strict=True)),
+            },
+            batch_size=observation.shape[:1],
+        )
+        with set_exploration_type(ExplorationType.DETERMINISTIC):
+            out = self.policy.actor(data)
+        return (out.get("action"), *(out.get(("next", key)) for key in self.state_keys))

@@ -7,7 +7,7 @@ Three workloads, each contender on the same command but for the collector:
   round trip): the workers' waits overlap, even on 2 cores. Beside plain workers=2 and 4:
   workers=4 whose 2 envs each step in 2 threads (``collector.env_threads=2``, ``w4t2``: every
   env's wait overlaps), and, for reference, ``collector=single`` with 8 env threads (``w1t8``).
-- ``cartpole``: the same on plain CartPole-v1 (4x the frames): a cheap env, where the in-process
+- ``cartpole``: the same on plain CartPole-v1 (24,576 frames): a cheap env, where the in-process
   path wins.
 - ``atari``: ``experiment=atari_ppo`` on Breakout (8 emulators), 2 torch threads for the learner,
   against SB3's PPO with RL-Zoo's Atari settings (``SubprocVecEnv`` off: its one-process
@@ -54,7 +54,10 @@ def _contenders(
 
 
 def run(options: Options, seeds: list[int]) -> dict[str, Any]:
-    frames = 2_048 if options.quick else 6_144  # 8 or 24 batches of 256
+    # 8 or 96 batches of 256: a worker's first batch costs ~2 s more than the next ones (its
+    # lazy start), which 24 batches did not amortize (measured: 1,086 vs 1,614 frames/s for
+    # workers=4 env_threads=2 at 6,144 vs 24,576 frames, single 422 vs 431, load 4-6)
+    frames = 2_048 if options.quick else 24_576
     sleepy_rows = []
     for seed in seeds:
         runs = _contenders([*SLEEPY, f"total_frames={frames}"], SLEEPY_COUNTS, seed)
@@ -67,7 +70,8 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
     for pair in SLEEPY_COUNTS[1:]:
         name = _name(*pair)
         out[f"sleepy_{name}_speedup"] = out[f"sleepy_{name}_fps"] / out["sleepy_w1_fps"]
-    cartpole = [*CARTPOLE, f"total_frames={4 * frames}"]  # the same work, minus the 2 ms waits
+    cartpole_frames = out["cartpole_frames"] = 8_192 if options.quick else 24_576
+    cartpole = [*CARTPOLE, f"total_frames={cartpole_frames}"]  # the same work, minus the waits
     cartpole_rows = [alternated(_contenders(cartpole, (1, 2), s), s, options.reps) for s in seeds]
     out["cartpole_runs"] = cartpole_rows
     for n in (1, 2):
@@ -121,7 +125,7 @@ def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:
     ]
     out.append(
         row(
-            f"CartPole PPO (the same, no waits, {4 * a['sleepy_frames']} frames) frames/s: "
+            f"CartPole PPO (the same, no waits, {a['cartpole_frames']} frames) frames/s: "
             "collector=single, workers=2",
             fmt(a["cartpole_w1_fps"], 0),
             fmt(a["cartpole_w2_fps"], 0),

@@ -9,7 +9,10 @@ Worker ``i`` builds the run's env factory with ``env.num_envs / workers`` envs s
 the in-process path; the policy's weights are pushed to the workers before every batch
 (``update_at_each_batch``: on-policy algorithms never act with stale weights).
 
-What xdrl adds to TorchRL's collector, all of it process hygiene:
+Inside each worker, TorchRL's runner drives :class:`LeanWorkerCollector` (xdrl's
+``VectorCollector``, the in-process lean path) where it fits the env and policy, else
+:class:`FaultReportingCollector` (TorchRL's ``Collector``); ``collector.env_threads`` steps a
+worker's envs in threads (:func:`set_env_threads`). The rest xdrl adds is process hygiene:
 
 - :func:`worker_init` runs first in each worker: the worker dies with the run
   (``PR_SET_PDEATHSIG``, also when the run is SIGKILLed) and ignores SIGINT/SIGTERM/SIGUSR2, which
@@ -18,6 +21,7 @@ What xdrl adds to TorchRL's collector, all of it process hygiene:
 - :class:`WorkerCollector` names a failed worker and its cause in one line
   (:class:`WorkerFailed`): the worker's collector (:class:`FaultReportingCollector`) writes the
   exception into a file before the worker exits, where TorchRL's parent only sees an exit code.
+  Both worker collectors share this and the exact-resume state (:class:`_FaultReporting`).
 - The run's torch thread count is kept (TorchRL lowers it by the worker count at start and
   raises it at shutdown); each worker runs 1 thread.
 """

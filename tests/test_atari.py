@@ -482,3 +482,42 @@ def test_training_presses_fire_at_reset_not_in_the_step_that_lost_a_life() -> No
     base.reset_numpy([0])
     assert 1 in actions  # the reset serves
     env.close()
+
+
+def test_workers_collect_the_in_process_batches_uint8_stacks_and_lost_lives() -> None:
+    """``collector=multiprocess``: 2 workers of 1 game each, on the lean path, collect the batch
+    the in-process collector collects (same seeds; a policy whose logits pick LEFT, so both
+    sample the same actions): uint8 frame stacks, sticky actions, no-op starts and a lost life
+    (which ends the training episode) all as in one process."""
+    from functools import partial
+
+    from tensordict import assert_close
+
+    from xdrl.algorithms.ppo import build as build_ppo
+    from xdrl.lean.collector import VectorCollector
+    from xdrl.training.workers import build_worker_collector
+
+    steps = 24  # per game: the paddle, held left, misses the first ball at step 19
+    factory = partial(make_atari_env, "ALE/Breakout-v5")
+    env = factory(num_envs=2, seed=3)
+    parts = build_ppo(env, frames_per_batch=2 * steps, minibatch_size=2 * steps, epochs=1)
+    head = parts.policy.logits_net[1]
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.copy_(torch.tensor([-30.0, -30.0, -30.0, 30.0]))  # NOOP FIRE RIGHT LEFT
+    budget = dict(frames_per_batch=2 * steps, total_frames=2 * steps)
+    expected = next(iter(VectorCollector(env, parts.policy, **budget)))
+    env.close()
+    workers = build_worker_collector(
+        factory, parts.policy, workers=2, num_envs=2, seed=3, init_random_frames=0,
+        device="cpu", lean=True, **budget,
+    )  # fmt: skip
+    try:
+        got = next(iter(workers))
+    finally:
+        workers.shutdown()
+    assert got["observation"].dtype == torch.uint8
+    assert got["observation"].shape == (2, steps, 4, 84, 84)
+    assert bool((got["action"] == 3).all())
+    assert bool(got["next", "terminated"].any(1).all())  # each game lost a life
+    assert_close(got, expected)

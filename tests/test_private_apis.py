@@ -52,6 +52,9 @@ ATTRIBUTES = [
     ("torchrl.envs", "EnvBase._step", "xdrl/envs/vector_env.py"),
     ("torchrl.envs", "EnvBase._reset", "xdrl/envs/vector_env.py"),
     ("torchrl.envs", "EnvBase._set_seed", "xdrl/envs/vector_env.py"),
+    # LeanWorkerCollector is built by this runner with its Collector's arguments and sets the
+    # _use_buffers it reads
+    ("torchrl.collectors._runner", "_main_async_collector_impl", "xdrl/training/workers.py"),
     ("torchrl.checkpoint", "Checkpoint._local_path", "xdrl/training/checkpointing.py"),
     ("torchrl.checkpoint", "Checkpoint._resolve_adapter", "xdrl/training/checkpointing.py"),
     ("torch", "_foreach_lerp_", "xdrl/algorithms/off_policy.py (LeanSoftUpdate)"),

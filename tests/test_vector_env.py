@@ -4,6 +4,7 @@ resets, MO vector rewards, seeding, rendering; and make_env(batching="vector")."
 from __future__ import annotations
 
 import itertools
+import threading
 
 import gymnasium
 import numpy as np
@@ -241,4 +242,42 @@ def test_dict_observations_fall_back_to_serial() -> None:
     env = make_env("XdrlDictObs-v0", num_envs=2, batching="vector", seed=0)
     assert isinstance(env.base_env, SerialEnv)
     assert env.rollout(3).batch_size == torch.Size([2, 3])
+    env.close()
+
+
+class _ThreadRecorder(gymnasium.Wrapper):
+    """Records the name of the thread each step runs in."""
+
+    threads: list[str] = []
+
+    def step(self, action):
+        _ThreadRecorder.threads.append(threading.current_thread().name)
+        return self.env.step(action)
+
+
+def test_step_threads_give_the_sequential_steps_in_worker_threads() -> None:
+    """``set_step_threads`` (``collector.env_threads``) steps each sub-env in a pool thread and
+    gives what gymnasium's envs, stepped one after another by hand, give."""
+    n, steps = 3, 40
+    env = VectorGymEnv("CartPole-v1", num_envs=n, wrap=_ThreadRecorder)
+    env.set_step_threads(n)
+    env.set_seed(5)
+    reference = [gymnasium.make("CartPole-v1") for _ in range(n)]
+    for i, ref in enumerate(reference):
+        ref.reset(seed=5 + i)
+    actions = np.random.default_rng(0).integers(0, 2, size=(steps, n))
+    _ThreadRecorder.threads.clear()
+    for t in range(steps):
+        indices = [0, 2] if t % 5 == 4 else None  # a partial step now and then
+        obs, reward, terminated, truncated = env.step_numpy(actions[t], indices)
+        for i in range(n) if indices is None else indices:
+            ref_obs, ref_reward, ref_term, ref_trunc, _ = reference[i].step(actions[t, i])
+            np.testing.assert_array_equal(obs[i], ref_obs)
+            assert (reward[i, 0], terminated[i, 0], truncated[i, 0]) == (
+                ref_reward, ref_term, ref_trunc)  # fmt: skip
+            if ref_term or ref_trunc:
+                env.reset_numpy([i])
+                reference[i].reset()
+    assert set(_ThreadRecorder.threads) != {threading.current_thread().name}
+    assert all(name.startswith("xdrl-env-step") for name in _ThreadRecorder.threads)
     env.close()

@@ -66,6 +66,8 @@ RUN = [
          "not supported with collector=multiprocess yet"),
         ([*WORKERS, "algorithm.build.recurrent=lstm", "algorithm.build.minibatch_size=2048"],
          "multiprocess with a recurrent policy (algorithm.build.recurrent) is not supported yet"),
+        (["collector.env_threads=2", "env.batching=serial"],
+         "2 threads step the envs of env.batching=vector only, not serial"),
     ],
 )  # fmt: skip
 def test_bad_worker_settings_are_config_errors(
@@ -103,7 +105,8 @@ def test_workers_log_the_same_metric_keys_and_counters_as_the_in_process_run(
     before = torch.get_num_threads()  # this test process's (earlier tests may have set it)
     torch.set_num_threads(1)  # below the initial pool size, which TorchRL's shutdown restores
     try:
-        for name, extra in (("single", []), ("workers", WORKERS)):
+        # the workers step their envs in 2 threads each (collector.env_threads)
+        for name, extra in (("single", []), ("workers", [*WORKERS, "collector.env_threads=2"])):
             run(compose_config([*SMALL, "num_threads=1", *extra], tmp_path / name))
             logged[name] = read_scalars(tmp_path / name / "logs")
             assert read_summary(tmp_path / name)["status"] == "completed"
@@ -219,7 +222,9 @@ def _wait(predicate: Callable[[], bool]) -> None:
 
 def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() -> None:
     """A checkpoint's collector state, loaded into a freshly started worker, continues its
-    episodes and generator: the next batch is the one the first worker collected next."""
+    episodes and generator: the next batch is the one the first worker collected next. The
+    workers collect on xdrl's lean path (LeanWorkerCollector), and the learner's new weights
+    reach them."""
     from tensordict import assert_close
 
     from xdrl.algorithms.ppo import build
@@ -229,7 +234,7 @@ def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() 
     factory = partial(make_env, "CartPole-v1", batching="vector")
     parts = build(factory(num_envs=2, seed=0), frames_per_batch=32, minibatch_size=32)
     kwargs = dict(workers=1, num_envs=2, seed=0, frames_per_batch=32, total_frames=32 * 10,
-                  init_random_frames=0, device="cpu")  # fmt: skip
+                  init_random_frames=0, device="cpu", lean=True)  # fmt: skip
     first = build_worker_collector(factory, parts.policy, **kwargs)
     try:
         batches = iter(first)
@@ -243,8 +248,20 @@ def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() 
     try:
         second.load_state_dict(state)
         assert second.resume_note is None
-        got = next(iter(second))
+        batches = iter(second)
+        got = next(batches)
+        # new weights whose logits pick action 1 whatever the observation
+        last = [m for m in parts.policy.modules() if isinstance(m, torch.nn.Linear)][-1]
+        with torch.no_grad():
+            last.weight.zero_()
+            last.bias.copy_(torch.tensor([-30.0, 30.0]))
+        second.update_policy_weights_()
+        pushed = next(batches)
     finally:
         second.shutdown()
     assert bool((expected["step_count"][:, 0] > 0).any())  # mid-episode at the boundary
-    assert_close(got.exclude("collector"), expected.exclude("collector"))
+    assert "collector" not in got.keys()  # the batch keys of collector=single
+    assert_close(got, expected)
+    assert bool((got["action"] == 0).any())  # the first weights pick both actions
+    assert bool((pushed["action"] == 1).all())
+    assert torch.equal(pushed["logits"], torch.tensor([-30.0, 30.0]).expand(2, 16, 2))

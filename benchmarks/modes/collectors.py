@@ -1,11 +1,13 @@
 """``collectors``: ``collector=single`` against ``collector=multiprocess`` with 2 and 4 workers.
 
-Two workloads, each contender on the same command but for the collector:
+Three workloads, each contender on the same command but for the collector:
 
 - ``sleepy``: ``experiment=cartpole_ppo`` (8 envs x 32 steps, 20 full-batch epochs) on
   :mod:`xdrl.envs.testing`'s SleepyCartPole-v1, whose step waits 2 ms (a remote simulator's
-  round trip): the workers' waits overlap, even on 2 cores.
-- ``cartpole``: the same on plain CartPole-v1 (4x the frames): a cheap env, where the in-process
+  round trip): the workers' waits overlap, even on 2 cores. Beside plain workers=2 and 4:
+  workers=4 whose 2 envs each step in 2 threads (``collector.env_threads=2``, ``w4t2``: every
+  env's wait overlaps), and, for reference, ``collector=single`` with 8 env threads (``w1t8``).
+- ``cartpole``: the same on plain CartPole-v1 (24,576 frames): a cheap env, where the in-process
   path wins.
 - ``atari``: ``experiment=atari_ppo`` on Breakout (8 emulators), 2 torch threads for the learner,
   against SB3's PPO with RL-Zoo's Atari settings (``SubprocVecEnv`` off: its one-process
@@ -25,36 +27,51 @@ from benchmarks import contenders as c
 from benchmarks.report import check, fmt, row
 from benchmarks.runner import Options, Row, alternated, median
 
-WORKERS = (2, 4)
 CARTPOLE = ["experiment=cartpole_ppo", "eval=none", "logging=none", "num_threads=1"]
 SLEEPY = [*CARTPOLE, "env.id=xdrl.envs.testing:SleepyCartPole-v1"]
 
 
-def _collector(workers: int) -> list[str]:
-    return [] if workers == 1 else ["collector=multiprocess", f"collector.workers={workers}"]
+SLEEPY_COUNTS = ((1, 1), (2, 1), (4, 1), (4, 2), (1, 8))  # (workers, env threads)
 
 
-def _contenders(common: list[str], counts: tuple[int, ...], seed: int) -> dict[str, Callable]:
+def _collector(workers: int, threads: int = 1) -> list[str]:
+    out = [] if workers == 1 else ["collector=multiprocess", f"collector.workers={workers}"]
+    return out + ([f"collector.env_threads={threads}"] if threads > 1 else [])
+
+
+def _name(workers: int, threads: int = 1) -> str:
+    return f"w{workers}" + (f"t{threads}" if threads > 1 else "")
+
+
+def _contenders(
+    common: list[str], counts: tuple[int, ...] | tuple[tuple[int, int], ...], seed: int
+) -> dict[str, Callable]:
+    pairs = [n if isinstance(n, tuple) else (n, 1) for n in counts]
     return {
-        f"w{n}": (lambda n=n: c.xdrl([*common, *_collector(n)], seed)["frames_per_second"])
-        for n in counts
+        _name(*p): (lambda p=p: c.xdrl([*common, *_collector(*p)], seed)["frames_per_second"])
+        for p in pairs
     }
 
 
 def run(options: Options, seeds: list[int]) -> dict[str, Any]:
-    frames = 2_048 if options.quick else 6_144  # 8 or 24 batches of 256
+    # 8 or 96 batches of 256: a worker's first batch costs ~2 s more than the next ones (its
+    # lazy start), which 24 batches did not amortize (measured: 1,086 vs 1,614 frames/s for
+    # workers=4 env_threads=2 at 6,144 vs 24,576 frames, single 422 vs 431, load 4-6)
+    frames = 2_048 if options.quick else 24_576
     sleepy_rows = []
     for seed in seeds:
-        runs = _contenders([*SLEEPY, f"total_frames={frames}"], (1, *WORKERS), seed)
+        runs = _contenders([*SLEEPY, f"total_frames={frames}"], SLEEPY_COUNTS, seed)
         fps = alternated(runs, seed, options.reps)
         sleepy_rows.append({"seed": seed, **fps, "load_average": os.getloadavg()[0]})
         print(f"  collectors sleepy seed {seed}: {sleepy_rows[-1]}", flush=True)
     out: dict[str, Any] = {"sleepy_frames": frames, "sleepy_runs": sleepy_rows}
-    for n in (1, *WORKERS):
-        out[f"sleepy_w{n}_fps"] = median(r[f"w{n}"] for r in sleepy_rows)
-    for n in WORKERS:
-        out[f"sleepy_w{n}_speedup"] = out[f"sleepy_w{n}_fps"] / out["sleepy_w1_fps"]
-    cartpole = [*CARTPOLE, f"total_frames={4 * frames}"]  # the same work, minus the 2 ms waits
+    for pair in SLEEPY_COUNTS:
+        out[f"sleepy_{_name(*pair)}_fps"] = median(r[_name(*pair)] for r in sleepy_rows)
+    for pair in SLEEPY_COUNTS[1:]:
+        name = _name(*pair)
+        out[f"sleepy_{name}_speedup"] = out[f"sleepy_{name}_fps"] / out["sleepy_w1_fps"]
+    cartpole_frames = out["cartpole_frames"] = 8_192 if options.quick else 24_576
+    cartpole = [*CARTPOLE, f"total_frames={cartpole_frames}"]  # the same work, minus the waits
     cartpole_rows = [alternated(_contenders(cartpole, (1, 2), s), s, options.reps) for s in seeds]
     out["cartpole_runs"] = cartpole_rows
     for n in (1, 2):
@@ -95,12 +112,20 @@ def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:
             fmt(a["sleepy_w1_fps"], 0),
             f"{fmt(a['sleepy_w2_fps'], 0)}, {fmt(a['sleepy_w4_fps'], 0)}",
             f"{fmt(a['sleepy_w2_speedup'])}, {fmt(a['sleepy_w4_speedup'])}",
-            check(targets, "sleepy_w4_speedup", a["sleepy_w4_speedup"]),
-        )
+            ("reference", None),
+        ),
+        row(
+            "the same, workers=4 with collector.env_threads=2 (every env's wait overlaps); "
+            "collector=single with collector.env_threads=8",
+            fmt(a["sleepy_w1_fps"], 0),
+            f"{fmt(a['sleepy_w4t2_fps'], 0)}, {fmt(a['sleepy_w1t8_fps'], 0)}",
+            f"{fmt(a['sleepy_w4t2_speedup'])}, {fmt(a['sleepy_w1t8_speedup'])}",
+            check(targets, "sleepy_w4t2_speedup", a["sleepy_w4t2_speedup"]),
+        ),
     ]
     out.append(
         row(
-            f"CartPole PPO (the same, no waits, {4 * a['sleepy_frames']} frames) frames/s: "
+            f"CartPole PPO (the same, no waits, {a['cartpole_frames']} frames) frames/s: "
             "collector=single, workers=2",
             fmt(a["cartpole_w1_fps"], 0),
             fmt(a["cartpole_w2_fps"], 0),

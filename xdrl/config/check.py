@@ -448,6 +448,14 @@ def _check_collector(cfg: DictConfig) -> None:
     """Workers share the training envs evenly (each steps ``env.num_envs / workers``); more
     workers than usable cores is allowed, with a warning (waiting envs still overlap)."""
     workers, num_envs = int(cfg.collector.workers), int(cfg.env.num_envs)
+    threads = int(cfg.collector.env_threads)
+    batching = cfg.env.batching if "batching" in cfg.env else "(none)"
+    if threads > 1 and batching != "vector":
+        raise ConfigError(
+            "collector.env_threads",
+            f"{threads} threads step the envs of env.batching=vector only, not {batching}; "
+            "set env.batching=vector, or collector.env_threads=1",
+        )
     if cfg.collector.backend == "single":
         if workers != 1:
             raise ConfigError(

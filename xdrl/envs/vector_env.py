@@ -22,6 +22,7 @@ that remains is what ``xdrl.lean.collector.VectorCollector`` removes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium
@@ -121,6 +122,7 @@ class VectorGymEnv(EnvBase):
         self._reward_dtype = _numpy_dtype(self.reward_spec.dtype)
         self._terminated = np.zeros((n, 1), dtype=bool)
         self._truncated = np.zeros((n, 1), dtype=bool)
+        self._pool: ThreadPoolExecutor | None = None  # set_step_threads
 
     # Specs
     def _make_specs(self, env: gymnasium.Env) -> None:
@@ -166,21 +168,41 @@ class VectorGymEnv(EnvBase):
         reward = np.zeros(self._reward_shape, dtype=self._reward_dtype)
         terminated = self._terminated.copy()
         truncated = self._truncated.copy()
-        frame_skip = self.frame_skip
-        for i in range(len(self._envs)) if indices is None else indices:
-            env, act = self._envs[i], action[i]
-            total: Any = 0.0  # a float, or an array for MO-Gymnasium's vector rewards
-            for _ in range(frame_skip):
-                ob, rew, term, trunc, _info = env.step(act)
-                total = total + rew
-                if term or trunc:
-                    break
+        stepped = range(len(self._envs)) if indices is None else indices
+        if self._pool is not None and len(stepped) > 1:
+            results = self._pool.map(self._step_one, stepped, [action[i] for i in stepped])
+        else:
+            results = (self._step_one(i, action[i]) for i in stepped)
+        for i, (ob, total, term, trunc) in zip(stepped, results, strict=True):
             obs[i] = ob
             reward[i] = total
             terminated[i, 0] = term
             truncated[i, 0] = trunc
         self._obs, self._terminated, self._truncated = obs, terminated, truncated
         return obs, reward, terminated, truncated
+
+    def _step_one(self, i: int, act: Any) -> tuple[Any, Any, bool, bool]:
+        """Sub-env ``i``'s step over ``frame_skip`` frames: observation, summed reward, flags."""
+        env = self._envs[i]
+        total: Any = 0.0  # a float, or an array for MO-Gymnasium's vector rewards
+        for _ in range(self.frame_skip):
+            ob, rew, term, trunc, _info = env.step(act)
+            total = total + rew
+            if term or trunc:
+                break
+        return ob, total, term, trunc
+
+    def set_step_threads(self, threads: int) -> None:
+        """Step the sub-envs in ``threads`` threads (1: one after another, the default).
+
+        Why: an env whose step waits (a remote simulator's round trip; the test env's 2 ms
+        sleep) or releases the GIL leaves the process idle while it waits; threads overlap
+        those waits, where a cheap Python env (CartPole) only pays the thread hand-off. Each
+        sub-env is stepped by one thread at a time with its own state, so the results are those
+        of the sequential loop, in the same order."""
+        if self._pool is not None:
+            self._pool.shutdown()
+        self._pool = ThreadPoolExecutor(threads, "xdrl-env-step") if threads > 1 else None
 
     def reset_numpy(
         self, indices: Sequence[int] | None = None, seed: int | None = None
@@ -279,6 +301,7 @@ class VectorGymEnv(EnvBase):
         self._obs = obs
 
     def close(self, *, raise_if_closed: bool = True) -> None:
+        self.set_step_threads(1)
         for env in self._envs:
             env.close()
         super().close(raise_if_closed=raise_if_closed)

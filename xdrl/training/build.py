@@ -49,7 +49,7 @@ from xdrl.training.checkpointing import (
 from xdrl.training.env_state import EnvState
 from xdrl.training.loggers import WandbLogger, log_config, stable_run_id
 from xdrl.training.precision import Precision, device_has_bf16, resolve_precision
-from xdrl.training.workers import WorkerCollector, build_worker_collector
+from xdrl.training.workers import WorkerCollector, build_worker_collector, set_env_threads
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +244,7 @@ def _train_collector(
     """The run's collector: in-process (:func:`build_collector`), or worker processes for
     ``collector=multiprocess`` (then also returned second, to be stopped by ``Run.close``)."""
     if spec.collector.backend != "process":
+        set_env_threads(train_env, spec.collector.env_threads)
         collector = build_collector(
             train_env,
             parts,
@@ -265,6 +266,8 @@ def _train_collector(
         total_frames=-(-spec.total_frames // skip),
         init_random_frames=-(-parts.init_random_frames // skip),
         device=spec.device,
+        lean=spec.lean and fits(train_env, parts.policy, parts.init_random_frames),
+        env_threads=spec.collector.env_threads,
     )
     return workers, workers
 

@@ -158,11 +158,10 @@ def with_step_cells(actor: nn.Module) -> nn.Module:
     from xdrl.algorithms.recurrent import RECURRENT_MODULES
 
     out = copy.deepcopy(actor)
-    for name, module in list(out.named_modules()):
+    for module in list(out.modules()):
         for child_name, child in list(module.named_children()):
             if isinstance(child, RECURRENT_MODULES):
                 setattr(module, child_name, StepCell(child))
-        del name
     return out
 
 

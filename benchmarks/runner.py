@@ -7,6 +7,7 @@ all alike), and each contender's figure is the median of its rounds (:func:`medi
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -106,6 +107,21 @@ def baseline_columns(fps: Mapping[str, Any], sb3_fps: float) -> dict[str, float]
     if "baseline" not in fps:
         return {}
     return {"baseline_fps": fps["baseline"], "baseline_ratio": fps["baseline"] / sb3_fps}
+
+
+def sb3_xdrl_row(seed: int, fps: Mapping[str, float]) -> dict[str, Any]:
+    """A seed's row where SB3 and xdrl race without a torch loop: their frames/s and ratio, the
+    load, and the baseline's columns."""
+    return {
+        "seed": seed,
+        "sb3_fps": fps["sb3"],
+        "xdrl_fps": fps["xdrl"],
+        "ratio": fps["xdrl"] / fps["sb3"],
+        "torch_loop_fps": None,
+        "torch_loop_ratio": None,
+        "load_average": os.getloadavg()[0],
+        **baseline_columns(fps, fps["sb3"]),
+    }
 
 
 def run_modes(

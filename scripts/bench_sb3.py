@@ -252,10 +252,7 @@ def eval_time(seed: int, train_frames: int, episodes: int, weights_out: str | No
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument(
-        "mode",
-        choices=MODES,
-    )
+    parser.add_argument("mode", choices=MODES)
     parser.add_argument("--env-id", default="ALE/Breakout-v5", help="atari: the game")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--frames", type=int, default=50_000)

@@ -211,7 +211,8 @@ def test_minibatches_are_whole_env_rows_each_once_per_epoch() -> None:
                 assert row.tolist() == list(range(int(row[0]), int(row[0]) + 4))  # in time order
                 seen.append(int(row[0]) // 4)
         assert sorted(seen) == list(range(8))
-    assert EnvRows(8).extend(batch) is batch and EnvRows(8).sample is not None
+    whole = EnvRows(8)
+    assert whole.extend(batch) is batch and whole.sample() is batch  # every row: unpermuted
 
 
 # End to end, in process: one tiny run of each kind per module, shared by the tests below

@@ -4,7 +4,6 @@ frames/s count emulator frames (4 per agent step), training time only."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -15,9 +14,9 @@ from benchmarks.runner import (
     Row,
     add_baseline,
     alternated,
-    baseline_columns,
     baseline_keys,
     medians,
+    sb3_xdrl_row,
 )
 
 
@@ -55,19 +54,11 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
 
 
 def _row(seed: int, fps: dict[str, float]) -> dict[str, Any]:
-    out = {
-        "seed": seed,
-        "sb3_fps": fps["sb3"],
-        "xdrl_fps": fps["xdrl"],
+    return {
+        **sb3_xdrl_row(seed, fps),
         "xdrl_bf16_fps": fps["xdrl_bf16"],
-        "ratio": fps["xdrl"] / fps["sb3"],
         "bf16_ratio": fps["xdrl_bf16"] / fps["sb3"],
-        "torch_loop_fps": None,
-        "torch_loop_ratio": None,
-        "load_average": os.getloadavg()[0],
     }
-    out.update(baseline_columns(fps, fps["sb3"]))
-    return out
 
 
 def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:

@@ -29,8 +29,6 @@ from benchmarks.runner import Options, Row, alternated, median
 
 CARTPOLE = ["experiment=cartpole_ppo", "eval=none", "logging=none", "num_threads=1"]
 SLEEPY = [*CARTPOLE, "env.id=xdrl.envs.testing:SleepyCartPole-v1"]
-
-
 SLEEPY_COUNTS = ((1, 1), (2, 1), (4, 1), (4, 2), (1, 8))  # (workers, env threads)
 
 
@@ -122,8 +120,6 @@ def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:
             f"{fmt(a['sleepy_w4t2_speedup'])}, {fmt(a['sleepy_w1t8_speedup'])}",
             check(targets, "sleepy_w4t2_speedup", a["sleepy_w4t2_speedup"]),
         ),
-    ]
-    out.append(
         row(
             f"CartPole PPO (the same, no waits, {a['cartpole_frames']} frames) frames/s: "
             "collector=single, workers=2",
@@ -131,8 +127,8 @@ def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:
             fmt(a["cartpole_w2_fps"], 0),
             fmt(a["cartpole_w2_speedup"]),
             ("reference", None),
-        )
-    )
+        ),
+    ]
     if "atari_sb3_fps" in a:
         out.append(
             row(

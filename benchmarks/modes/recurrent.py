@@ -5,7 +5,6 @@ normalized observations): xdrl's ``experiment=cartpole_novel_lstm`` against sb3-
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -16,9 +15,9 @@ from benchmarks.runner import (
     Row,
     add_baseline,
     alternated,
-    baseline_columns,
     baseline_keys,
     medians,
+    sb3_xdrl_row,
 )
 
 
@@ -42,23 +41,9 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
         }
         add_baseline(contenders, options, common, seed)
         fps = alternated(contenders, seed, options.reps)
-        rows.append(_row(seed, fps))
+        rows.append(sb3_xdrl_row(seed, fps))
         print(f"  recurrent seed {seed}: {rows[-1]}", flush=True)
     return {"frames": frames, "runs": rows, **medians(rows, *baseline_keys(rows))}
-
-
-def _row(seed: int, fps: dict[str, float]) -> dict[str, Any]:
-    out = {
-        "seed": seed,
-        "sb3_fps": fps["sb3"],
-        "xdrl_fps": fps["xdrl"],
-        "ratio": fps["xdrl"] / fps["sb3"],
-        "torch_loop_fps": None,
-        "torch_loop_ratio": None,
-        "load_average": os.getloadavg()[0],
-    }
-    out.update(baseline_columns(fps, fps["sb3"]))
-    return out
 
 
 def rows(r: dict[str, Any], targets: dict[str, Any]) -> list[Row]:

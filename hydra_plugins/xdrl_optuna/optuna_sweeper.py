@@ -62,7 +62,7 @@ from hydra_plugins.xdrl_optuna.pruning import (
     pruner_kind,
 )
 from hydra_plugins.xdrl_optuna.recheck import RECHECK_DIR, run_recheck
-from hydra_plugins.xdrl_optuna.seeded import job_folder, outcome, run_seeded
+from hydra_plugins.xdrl_optuna.seeded import fail_trial, job_folder, outcome, run_seeded
 from hydra_plugins.xdrl_optuna.seeds import check_seed_settings, tuning_seeds
 from xdrl.config.errors import ConfigError
 from xdrl.report.study import (
@@ -714,8 +714,6 @@ def _consecutive(trials: Sequence[Any]) -> Iterator[tuple[int, list[Any]]]:
 def _tell(study: Any, trial: Any, ret: JobReturn) -> None:
     """Finish ``trial`` from its job: its value, or FAIL with a one-line reason. A trial whose
     run was interrupted (Ctrl-C, SIGTERM) stays running: the same command continues it."""
-    from optuna.trial import TrialState
-
     kind, result = outcome(ret)
     if kind == "interrupted":
         log.info("Trial %d was %s: the same command continues it", trial.number, result)
@@ -723,10 +721,7 @@ def _tell(study: Any, trial: Any, ret: JobReturn) -> None:
     if kind == "value":
         study.tell(trial.number, result)
         return
-    reason = result
-    trial.set_user_attr("error", reason)
-    study.tell(trial.number, state=TrialState.FAIL)
-    log.warning("Trial %d failed: %s", trial.number, reason)
+    fail_trial(study, trial, result)
 
 
 def _finished(study: Any) -> int:

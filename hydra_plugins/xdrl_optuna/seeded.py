@@ -79,7 +79,18 @@ def _run_status(ret: JobReturn) -> str | None:
 
 def seed_values(trial: Any) -> dict[int, float]:
     """The seeds of ``trial`` that finished, with their values (from its user attributes)."""
-    return {int(s): float(v) for s, v in trial.user_attrs.get(SEED_VALUES_ATTR, {}).items()}
+    return _per_seed(trial, SEED_VALUES_ATTR)
+
+
+def _per_seed(trial: Any, attr: str) -> dict[int, float]:
+    """``{seed: value}`` of the user attribute ``attr`` (JSON keeps its keys as strings)."""
+    return {int(s): float(v) for s, v in trial.user_attrs.get(attr, {}).items()}
+
+
+def _add_seed(trial: Any, attr: str, seed: int, value: float) -> None:
+    """Add ``seed``'s ``value`` to the user attribute ``attr``."""
+    values = {str(s): v for s, v in _per_seed(trial, attr).items()} | {str(seed): value}
+    trial.set_user_attr(attr, values)
 
 
 def run_seeded(
@@ -118,7 +129,8 @@ def run_seeded(
             if kind == "value":
                 _record(trial, seed, result, report=steps_are_seeds)
                 if second is not None:
-                    _record_second(trial, seed, second(trial, seed))
+                    # the seed's second objective, a user attribute beside its first
+                    _add_seed(trial, FRAMES_TO_ATTR, seed, second(trial, seed))
         stopped = _stop_unfinished(study, outcomes)
         active = [t for t in active if t.number not in stopped]
         for trial in list(active):
@@ -140,7 +152,7 @@ def _stop_unfinished(study: Any, outcomes: list[tuple[Any, int, str, Any]]) -> s
             log.info("Trial %d seed %d was %s: the same command continues it", trial.number,
                      seed, result)  # fmt: skip
         else:
-            _fail(study, trial, f"seed {seed}: {result}")
+            fail_trial(study, trial, f"seed {seed}: {result}")
     return stopped
 
 
@@ -151,18 +163,7 @@ def _record(trial: Any, seed: int, value: float, *, report: bool) -> None:
     are frames (a pruner within runs) or where Optuna takes none (two objectives)."""
     if report:
         trial.report(value, step=seed)
-    values = {str(s): v for s, v in seed_values(trial).items()} | {str(seed): value}
-    trial.set_user_attr(SEED_VALUES_ATTR, values)
-
-
-def _record_second(trial: Any, seed: int, value: float) -> None:
-    """A seed's second objective, kept as a user attribute beside its first."""
-    values = {str(s): v for s, v in _second_values(trial).items()} | {str(seed): value}
-    trial.set_user_attr(FRAMES_TO_ATTR, values)
-
-
-def _second_values(trial: Any) -> dict[int, float]:
-    return {int(s): float(v) for s, v in trial.user_attrs.get(FRAMES_TO_ATTR, {}).items()}
+    _add_seed(trial, SEED_VALUES_ATTR, seed, value)
 
 
 def _pruned_in_run(study: Any, trial: Any, seed: int) -> None:
@@ -176,7 +177,8 @@ def _pruned_in_run(study: Any, trial: Any, seed: int) -> None:
              seed, sorted(values))  # fmt: skip
 
 
-def _fail(study: Any, trial: Any, reason: str) -> None:
+def fail_trial(study: Any, trial: Any, reason: str) -> None:
+    """Tell ``trial`` FAIL, keeping ``reason`` (one line) as its ``error`` attribute."""
     from optuna.trial import TrialState
 
     trial.set_user_attr("error", reason)
@@ -198,7 +200,7 @@ def _finish(
         trial.set_user_attr(AGGREGATE_ATTR, aggregate_name)
         trial.set_user_attr(INTERVAL_ATTR, interval(measured, aggregate_name))
         if two:
-            frames = _second_values(trial)
+            frames = _per_seed(trial, FRAMES_TO_ATTR)
             study.tell(trial.number, [value, _aggregate_frames([frames[s] for s in seeds],
                                                                 aggregate_name)])  # fmt: skip
         else:

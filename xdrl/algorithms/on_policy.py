@@ -238,7 +238,7 @@ def _stateless_gae(loss_module) -> GAE:
         value_network=None,
         average_gae=False,
     )
-    gae.set_keys(reward=estimator.tensor_keys.reward, value=loss_module.critic_network.out_keys[0])
+    gae.set_keys(reward=estimator.tensor_keys.reward, value=loss_module.tensor_keys.value)
     return gae
 
 
@@ -385,7 +385,6 @@ def recurrent_parts(
     gae = _stateless_gae(loss)
     value_hook: Any
     if is_recurrent(critic):
-        gae.set_keys(value=loss.tensor_keys.value)
         value_hook = RecurrentGAE(critic, gae, loss.tensor_keys.value)
         policy: Any = TensorDictSequential(actor, critic)
     else:

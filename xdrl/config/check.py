@@ -414,7 +414,7 @@ def _check_mask(cfg: DictConfig, shape: tuple[int, ...]) -> None:
 def _check_recurrent(cfg: DictConfig) -> None:
     """``algorithm.build.recurrent`` only for builders that take it (PPO, A2C)."""
     build = cfg.algorithm.build
-    if "recurrent" not in build or _value(cfg, "algorithm.build.recurrent") is None:
+    if not _recurrent(cfg):
         return
     read = read_signature(str(build._target_))
     if read is None or "recurrent" in read[0]:
@@ -425,6 +425,12 @@ def _check_recurrent(cfg: DictConfig) -> None:
         f"{name} does not support recurrent policies yet (ppo and a2c do); use "
         "algorithm=ppo or a2c, or remove the key",
     )
+
+
+def _recurrent(cfg: DictConfig) -> bool:
+    """Whether ``algorithm.build.recurrent`` is set (not absent, not null)."""
+    build = cfg.algorithm.build
+    return "recurrent" in build and _value(cfg, "algorithm.build.recurrent") is not None
 
 
 def _check_sizes(cfg: DictConfig) -> None:
@@ -478,7 +484,7 @@ def _check_collector(cfg: DictConfig) -> None:
             "not supported with collector=multiprocess yet (each worker would keep its own "
             "statistics); set env.normalize_observations=false, or collector=single",
         )
-    if "recurrent" in cfg.algorithm.build and _value(cfg, "algorithm.build.recurrent") is not None:
+    if _recurrent(cfg):
         raise ConfigError(
             "collector",
             "multiprocess with a recurrent policy (algorithm.build.recurrent) is not supported yet "
@@ -496,9 +502,9 @@ def _check_collector(cfg: DictConfig) -> None:
 
 def _check_rows(cfg: DictConfig) -> None:
     """A recurrent policy's minibatches are whole env rows (``xdrl.algorithms.recurrent``)."""
-    build = cfg.algorithm.build
-    if "recurrent" not in build or _value(cfg, "algorithm.build.recurrent") is None:
+    if not _recurrent(cfg):
         return
+    build = cfg.algorithm.build
     key = "algorithm.build.minibatch_size"
     minibatch = _value(cfg, key) if "minibatch_size" in build else None
     steps = cfg.frames_per_batch // cfg.env.num_envs

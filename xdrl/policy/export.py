@@ -226,7 +226,7 @@ def _sequences(observations: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray
     """``[n, ...]`` as ``[steps, CHECK_SEQUENCES, ...]``: each sequence a contiguous piece of
     the sampled episodes, its first step an episode start."""
     steps = len(observations) // CHECK_SEQUENCES
-    obs = observations[: steps * CHECK_SEQUENCES].reshape(CHECK_SEQUENCES, steps, -1)
+    obs = observations[: steps * CHECK_SEQUENCES]
     obs = obs.reshape(CHECK_SEQUENCES, steps, *observations.shape[1:]).swapaxes(0, 1)
     init = starts[: steps * CHECK_SEQUENCES].reshape(CHECK_SEQUENCES, steps).T.copy()
     init[0] = True

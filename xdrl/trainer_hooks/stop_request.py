@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xdrl.run.layout import STOP_REQUEST_FILE
+from xdrl.run.layout import STOP_REQUEST_FILE, write_atomically
 
 if TYPE_CHECKING:  # imported for types only
     from torchrl.trainers.trainers import Trainer
@@ -33,10 +33,8 @@ def write_stop_request(run_dir: str | Path, status: str, reason: str) -> Path:
         raise ValueError(f"status {status!r}: use one of {', '.join(STOP_STATUSES)}")
     path = Path(run_dir) / STOP_REQUEST_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"status": status, "reason": reason}) + "\n")
-    tmp.replace(path)  # a reader sees the whole request or none
-    return path
+    # a reader sees the whole request or none
+    return write_atomically(path, json.dumps({"status": status, "reason": reason}) + "\n")
 
 
 class StopRequestHook:

@@ -196,9 +196,8 @@ class EnvState:
         self.collector = collector
         self.eval_env = eval_env
         self.approximate: str | None = NO_STATE
-        self.saved_note: str | None = (
-            None  # why the last state_dict is incomplete (None: it is not)
-        )
+        # why the last state_dict is incomplete (None: it is not)
+        self.saved_note: str | None = None
         self.train_restored = False
         self._warned = False
 

@@ -28,6 +28,7 @@ worker's envs in threads (:func:`set_env_threads`). The rest xdrl adds is proces
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -249,14 +250,9 @@ class WorkerCollector(MultiSyncCollector):
         """``MultiSyncCollector.iterator``, a dead worker named; the batches lose the
         ``collector`` entry (trajectory ids the parent counts frames by), as ``collector=single``'s
         batches have none."""
-        try:
+        with self._dead_worker_named():
             for batch in super().iterator():
                 yield batch.exclude(_TRAJ_IDS[0])
-        except Exception as err:  # TorchRL's dead-worker check: RuntimeError, or ValueError
-            failed = self.failure(wait_s=5.0)  # from closing a worker that ignores SIGTERM
-            if failed is None:
-                raise
-            raise WorkerFailed(failed) from err
 
     def update_policy_weights_(self, *args: Any, **kwargs: Any) -> None:
         """TorchRL's weight push, watched: TorchRL 0.14.1 waits for every worker's
@@ -285,8 +281,16 @@ class WorkerCollector(MultiSyncCollector):
     def state_dict(self) -> OrderedDict:
         """TorchRL's ``state_dict`` (asked of every worker, for a checkpoint); a worker that
         died meanwhile raises :class:`WorkerFailed`, not the pipe's error."""
-        try:
+        with self._dead_worker_named():
             return super().state_dict()
+
+    @contextlib.contextmanager
+    def _dead_worker_named(self) -> Iterator[None]:
+        """An error from TorchRL's talk with the workers becomes :class:`WorkerFailed` where a
+        worker died (TorchRL's dead-worker check raises RuntimeError, or ValueError from closing
+        a worker that ignores SIGTERM; a broken pipe comes before the exit status)."""
+        try:
+            yield
         except Exception as err:
             failed = self.failure(wait_s=5.0)
             if failed is None:

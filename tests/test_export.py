@@ -54,7 +54,6 @@ ATARI = [
 ]
 RUNS: dict[str, list[str]] = {
     "ppo": [],
-    "a2c": ["algorithm=a2c"],
     "dqn": ["algorithm=dqn", "algorithm.build.init_random_frames=256"],
     "sac-vecnorm": [
         "algorithm=sac",

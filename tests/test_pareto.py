@@ -535,6 +535,7 @@ def test_ols_re_runs_stay_within_max_jobs(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 12,000 one-frame updates (~24 s): make test-slow, which CI runs
 def test_dst_dqn_finds_the_optimum_at_a_hard_weight_and_ends_episodes_at_the_edges(
     tmp_path: Path,
 ) -> None:

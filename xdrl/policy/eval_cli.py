@@ -174,9 +174,13 @@ def _mode(flag: str | None, run_setting: bool) -> tuple[bool, str]:
 
 def _play(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """Load the run's policy and play its episodes: the record and where its mode came from."""
+    import torch
+
     from xdrl.policy.evaluate import evaluate
     from xdrl.policy.loading import load_run
+    from xdrl.run.threads import available_cores, resolve_num_threads, wants_cores
 
+    torch.set_num_threads(1)  # building the policy splits no work (as xdrl-export)
     policy = load_run(
         args.run_dir,
         args.checkpoint,
@@ -186,6 +190,9 @@ def _play(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         render=args.video is not None,
     )
     deterministic, mode_from = _mode(args.mode, policy.spec.eval.deterministic)
+    spec = policy.spec  # play on the threads the run's own num_threads rule picks here and now
+    cores = available_cores() if wants_cores(spec.num_threads, spec.hidden_sizes) else 1
+    torch.set_num_threads(resolve_num_threads(spec.num_threads, spec.hidden_sizes, cores))
     try:
         return evaluate(policy, deterministic=deterministic, video=args.video), mode_from
     finally:

@@ -33,6 +33,12 @@ XDRL_TRAIN = str(Path(sys.executable).with_name("xdrl-train"))
 # No logger, evaluation or checkpoint: for in-process runs that only train.
 QUIET = ["logging=none", "eval=none", "checkpoint=none"]
 
+# One torch thread per test process (xdrl's `num_threads: auto` reads OMP_NUM_THREADS as its cap):
+# make test runs two workers on two cores, and `auto` sampling the load while the other worker was
+# between tests picked 2 threads, which then waited for each other's cores (the atari_dqn preset's
+# one-batch run took 3.8 s alone and 8.9 s in the suite). Set before the warm interpreter starts.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # W&B never reaches a server from a test; the environment of every xdrl-train subprocess.
 WANDB_OFFLINE = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 ENV = {**os.environ, **WANDB_OFFLINE}

@@ -50,6 +50,8 @@ def test_concurrent_jobs_counts_the_jobs_that_share_this_machine(launcher, jobs)
 def test_auto_threads_are_shared_by_sweep_jobs_and_collector_workers(monkeypatch) -> None:
     import torch
 
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # the suite's cap (conftest)
+
     import xdrl.run.process as process
 
     joblib = {"_target_": "hydra_plugins.hydra_joblib_launcher.JoblibLauncher", "n_jobs": 2}

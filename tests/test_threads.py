@@ -14,8 +14,15 @@ from xdrl.run.threads import (
     busy_cpus,
     cgroup_cpu_quota,
     resolve_num_threads,
+    thread_cap,
     wants_cores,
 )
+
+
+@pytest.fixture(autouse=True)
+def _no_thread_cap(monkeypatch) -> None:
+    """The suite caps its processes at one thread (conftest); the rule is tested without it."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
 
 
 @pytest.mark.parametrize(
@@ -128,3 +135,21 @@ def test_the_load_is_measured_only_where_it_decides() -> None:
     assert wants_cores("auto", [256, 256])
     assert not wants_cores("auto", [64, 64])  # 1 thread whatever the cores
     assert not wants_cores(2, [256, 256])  # an explicit count
+
+
+@pytest.mark.parametrize(
+    ("value", "cap"), [("1", 1), ("4", 4), (" 2 ", 2), ("", None), ("0", None), ("two", None)]
+)
+def test_omp_num_threads_caps_auto(
+    value: str, cap: int | None, tmp_path: Path, monkeypatch
+) -> None:
+    """A scheduler's or user's OMP_NUM_THREADS caps what auto picks; at 1 the load is not even
+    sampled; a value that is not a positive integer is no cap."""
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    assert thread_cap() == cap
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))  # pinned to 8 CPUs
+    cores = available_cores(tmp_path, tmp_path / "missing")
+    assert cores == (8 if cap is None else min(8, cap))
+    assert wants_cores("auto", [256, 256]) == (cap != 1)
+    assert wants_cores(3, [256, 256]) is False  # an explicit count is the config's, not the cap's

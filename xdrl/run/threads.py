@@ -6,7 +6,8 @@ convolutions are wide work);
 otherwise ``min(cores, 2)``, where ``cores`` is what :func:`available_cores` finds this process
 may use: CPU affinity capped by a cgroup CPU quota and, on an unpinned process, by the cores
 other processes leave idle (:func:`busy_cpus`: /proc/stat sampled over a quarter second; the
-1-minute load average where there is no /proc). Small MLPs spend their time in per-op
+1-minute load average where there is no /proc) and by ``OMP_NUM_THREADS`` where it is set
+(:func:`thread_cap`). Small MLPs spend their time in per-op
 overhead that more threads only add to; 256-wide layers on batches of 256 have enough work per
 matmul to split.
 
@@ -29,6 +30,13 @@ Measured on the 2-core machine (November 2026, quiet, A/B alternated):
   In a lighter moment (load ~2, one other test running) 2 threads ran 1,940 and ``auto``, whose
   start-up sample saw that test and picked 1, ran 1,120: a wrong 1 costs up to ~2x, a wrong 2
   beside work 4-6x. Atari DQN beside a busy loop (2 rounds): 2 threads 430, ``auto`` (1) 959.
+- OpenMP's wait policy does not make a second thread safe beside other work (2 threads; Nature
+  CNN forward, backward and Adam on 256 frames x 4 / a 256x256 MLP's forward and backward x 300;
+  quiet, then beside one busy loop; November 27, AMD EPYC): spinning (the default) 0.30 / 0.27 s
+  quiet, 1.00 / 1.01 s beside the loop, where 1 thread takes 0.56 / 0.37 s either way;
+  ``OMP_WAIT_POLICY=PASSIVE`` 0.61 / 0.43 s beside the loop but 0.64 s for the MLP when quiet
+  (slower than 1 thread); ``GOMP_SPINCOUNT`` 1,000 to 10,000 0.65-0.75 / 0.80-1.27 s beside the
+  loop. So the thread count is the lever, and xdrl leaves the wait policy at its default.
 Only two cores were available to measure, so the cap at 2 is what was seen, not a bound proven
 for larger machines.
 """
@@ -38,7 +46,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 WIDE = 128  # hidden width from which a second thread pays off (256 does, 64 does not)
@@ -49,10 +57,19 @@ PROC_STAT = Path("/proc/stat")
 BUSY_SAMPLE_S = 0.25  # long enough to see a busy loop, short beside a run's start-up
 
 
+def thread_cap(environ: Mapping[str, str] = os.environ) -> int | None:
+    """``OMP_NUM_THREADS`` as a positive integer (how schedulers, containers and users tell a
+    process how many threads it may run; ``auto`` never picks more), None when unset or not a
+    positive integer."""
+    value = environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
 def wants_cores(value: int | str, hidden_sizes: Iterable[int]) -> bool:
     """Whether :func:`resolve_num_threads` looks at the core count for this value (``auto`` on a
-    network wide enough for a second thread): only then is :func:`available_cores` measured."""
-    return value == "auto" and max(hidden_sizes, default=0) >= WIDE
+    network wide enough for a second thread, not capped at 1 by ``OMP_NUM_THREADS``): only then
+    is :func:`available_cores` measured."""
+    return value == "auto" and max(hidden_sizes, default=0) >= WIDE and thread_cap() != 1
 
 
 def resolve_num_threads(value: int | str, hidden_sizes: Iterable[int], cores: int) -> int:
@@ -79,12 +96,12 @@ def available_cores(
     process may run on every CPU of the machine (not pinned to a cpuset of its own), by the CPUs
     other processes leave idle: CPUs minus the CPUs busy now (``load``; :func:`busy_cpus` when
     None), rounded to whole cores. A pinned process's cpuset is its own, so the machine-wide load
-    is not counted against it."""
+    is not counted against it. ``OMP_NUM_THREADS`` (:func:`thread_cap`) caps the result."""
     total = os.cpu_count() or 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total
-    quota = cgroup_cpu_quota(cgroup_root, proc_cgroup)
-    if quota is not None:
-        cores = min(cores, quota)
+    for cap in (cgroup_cpu_quota(cgroup_root, proc_cgroup), thread_cap()):
+        if cap is not None:
+            cores = min(cores, cap)
     if cores >= total:  # the whole machine: others' work shares it
         if load is None:
             load = busy_cpus()

@@ -6,6 +6,7 @@ budgets are a few batches; speed is measured by ``benchmarks/modes/collectors.py
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -68,6 +69,12 @@ RUN = [
          "multiprocess with a recurrent policy (algorithm.build.recurrent) is not supported yet"),
         (["collector.env_threads=2", "env.batching=serial"],
          "2 threads step the envs of env.batching=vector only, not serial"),
+        ([*WORKERS, "collector.sync=false"],
+         "false is for off-policy algorithms (dqn, sac, td3), not ppo: an on-policy batch must "
+         "come from the current policy"),
+        (["algorithm=dqn", "collector.sync=false"], "false needs worker processes"),
+        ([*WORKERS, "algorithm=dqn", "collector.update_interval=4"],
+         "4 applies to collector.sync=false only"),
     ],
 )  # fmt: skip
 def test_bad_worker_settings_are_config_errors(
@@ -119,6 +126,41 @@ def test_workers_log_the_same_metric_keys_and_counters_as_the_in_process_run(
         assert logged[name]["counters/total_frames"] == [(0, 0.0)] + [(f, f) for f in batches]
         assert logged[name]["counters/current_frames"] == [(f, 256.0) for f in batches]
         assert [step for step, _ in logged[name]["train/agents/loss_objective"]] == batches
+
+
+def test_async_dqn_workers_train_stop_and_resume_with_the_in_process_keys(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """collector.sync=false: DQN with 2 asynchronous workers, stopped after its first batch (a
+    stop request: the checkpoint asks the workers for their state while they collect) and
+    resumed by the same command, logs the in-process run's metric keys, every batch once."""
+    from xdrl.run.lifecycle import run
+    from xdrl.trainer_hooks.stop_request import write_stop_request
+
+    dqn = ["algorithm=dqn", "total_frames=768", "algorithm.build.init_random_frames=256",
+           *(o for o in SMALL if not o.startswith(("total_frames", "algorithm"))),
+           "num_threads=1", "checkpoint.interval_frames=256", "logging=csv"]  # fmt: skip
+    caplog.set_level(logging.INFO, logger="xdrl")
+    asynchronous = [*WORKERS, "collector.sync=false", "collector.update_interval=2"]
+    run(compose_config(dqn, tmp_path / "single"))
+    run_dir = tmp_path / "async"
+    write_stop_request(run_dir, "stopped", "test")
+    run(compose_config([*dqn, *asynchronous], run_dir))
+    stopped = read_summary(run_dir)
+    assert (stopped["status"], stopped["total_frames"]) == ("stopped", 256)
+    run(compose_config([*dqn, *asynchronous], run_dir))
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed"
+    assert summary["resumed_from"].endswith("checkpoint-000000000256")
+    assert "2 processes x 2 envs, AsyncWorkerCollector" in caplog.text
+    assert "Resume is exact" in caplog.text
+    single, logged = read_scalars(tmp_path / "single" / "logs"), read_scalars(run_dir / "logs")
+    assert sorted(logged) == sorted(single)
+    batches = [256, 512, 768]
+    assert logged["counters/total_frames"] == single["counters/total_frames"]
+    assert logged["counters/current_frames"] == [(f, 256.0) for f in batches]
+    assert [step for step, _ in logged["train/agents/loss"]] == batches
+    assert all(np.isfinite(value) for _, value in logged["train/agents/loss"])
 
 
 def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_that_loads(

@@ -268,6 +268,8 @@ def _train_collector(
         device=spec.device,
         lean=spec.lean and fits(train_env, parts.policy, parts.init_random_frames),
         env_threads=spec.collector.env_threads,
+        sync=spec.collector.sync,
+        update_interval=spec.collector.update_interval,
     )
     return workers, workers
 
@@ -482,6 +484,10 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         (workers or train_env).set_seed(spec.seed + int(trainer.collected_frames))
     if resumed is not None:
         _log_resume_exactness(approximate)
+        if not spec.collector.sync:
+            log.info("collector.sync=false: the batches the workers held at the checkpoint (at "
+                     "most one each) are not replayed, and which worker's batch comes next "
+                     "varies from run to run")  # fmt: skip
     norm_sync.link()  # a restore replaced the training statistics: share them again
     return Run(
         trainer=trainer,

@@ -138,8 +138,7 @@ def test_async_dqn_workers_train_stop_and_resume_with_the_in_process_keys(
     from xdrl.trainer_hooks.stop_request import write_stop_request
 
     dqn = ["algorithm=dqn", "total_frames=768", "algorithm.build.init_random_frames=256",
-           *(o for o in SMALL if not o.startswith(("total_frames", "algorithm"))),
-           "num_threads=1", "checkpoint.interval_frames=256", "logging=csv"]  # fmt: skip
+           *(o for o in RUN if not o.startswith("algorithm."))]  # fmt: skip
     caplog.set_level(logging.INFO, logger="xdrl")
     asynchronous = [*WORKERS, "collector.sync=false", "collector.update_interval=2"]
     run(compose_config(dqn, tmp_path / "single"))
@@ -152,6 +151,7 @@ def test_async_dqn_workers_train_stop_and_resume_with_the_in_process_keys(
     summary = read_summary(run_dir)
     assert summary["status"] == "completed"
     assert summary["resumed_from"].endswith("checkpoint-000000000256")
+    assert summary["resume_exact"] is True  # each worker's envs, episodes and generator
     assert "2 processes x 2 envs, AsyncWorkerCollector" in caplog.text
     assert "Resume is exact" in caplog.text
     single, logged = read_scalars(tmp_path / "single" / "logs"), read_scalars(run_dir / "logs")
@@ -265,8 +265,9 @@ def _wait(predicate: Callable[[], bool]) -> None:
 def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() -> None:
     """A checkpoint's collector state, loaded into a freshly started worker, continues its
     episodes and generator: the next batch is the one the first worker collected next. The
-    workers collect on xdrl's lean path (LeanWorkerCollector), and the learner's new weights
-    reach them."""
+    workers collect on xdrl's lean path (LeanWorkerCollector); the second is asynchronous
+    (collector.sync=false: a run may switch on resume), and the learner's new weights reach
+    it."""
     from tensordict import assert_close
 
     from xdrl.algorithms.ppo import build
@@ -286,18 +287,19 @@ def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() 
         expected = next(batches)
     finally:
         first.shutdown()
-    second = build_worker_collector(factory, parts.policy, **kwargs)
+    second = build_worker_collector(factory, parts.policy, **kwargs, sync=False)
     try:
         second.load_state_dict(state)
         assert second.resume_note is None
         batches = iter(second)
-        got = next(batches)
+        got = next(batches)  # the worker starts its next batch meanwhile, with the first weights
         # new weights whose logits pick action 1 whatever the observation
         last = [m for m in parts.policy.modules() if isinstance(m, torch.nn.Linear)][-1]
         with torch.no_grad():
             last.weight.zero_()
             last.bias.copy_(torch.tensor([-30.0, 30.0]))
         second.update_policy_weights_()
+        next(batches)  # begun before the push
         pushed = next(batches)
     finally:
         second.shutdown()

@@ -483,11 +483,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     if resumed is not None and not restored:  # approximate: fresh episodes
         (workers or train_env).set_seed(spec.seed + int(trainer.collected_frames))
     if resumed is not None:
-        _log_resume_exactness(approximate)
-        if not spec.collector.sync:
-            log.info("collector.sync=false: the batches the workers held at the checkpoint (at "
-                     "most one each) are not replayed, and which worker's batch comes next "
-                     "varies from run to run")  # fmt: skip
+        _log_resume_exactness(approximate, asynchronous=not spec.collector.sync)
     norm_sync.link()  # a restore replaced the training statistics: share them again
     return Run(
         trainer=trainer,
@@ -536,8 +532,12 @@ def _log_pieces(
     log.info("Pieces (lean=%s): %s", str(lean).lower(), pieces)
 
 
-def _log_resume_exactness(approximate: str | None) -> None:
+def _log_resume_exactness(approximate: str | None, *, asynchronous: bool = False) -> None:
     if approximate is None:
         log.info("Resume is exact: envs, episodes in progress and every RNG restored")
     else:
         log.warning("Resume is approximate: %s", approximate)
+    if asynchronous:
+        log.info("collector.sync=false: the batches the workers held at the checkpoint (at most "
+                 "one each) are not trained on, and which worker's batch comes next varies from "
+                 "run to run")  # fmt: skip

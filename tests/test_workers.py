@@ -131,16 +131,18 @@ def test_workers_log_the_same_metric_keys_and_counters_as_the_in_process_run(
 def test_async_dqn_workers_train_stop_and_resume_with_the_in_process_keys(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """collector.sync=false: DQN with 2 asynchronous workers, stopped after its first batch (a
-    stop request: the checkpoint asks the workers for their state while they collect) and
-    resumed by the same command, logs the in-process run's metric keys, every batch once."""
+    """collector.sync=false: DQN with an asynchronous worker, stopped after its first batch (a
+    stop request: the checkpoint asks the worker for its state while it collects) and resumed by
+    the same command, logs the in-process run's metric keys, every batch once. One worker: each
+    costs a fresh interpreter; 2 asynchronous workers run in the collectors benchmark."""
     from xdrl.run.lifecycle import run
     from xdrl.trainer_hooks.stop_request import write_stop_request
 
     dqn = ["algorithm=dqn", "total_frames=768", "algorithm.build.init_random_frames=256",
            *(o for o in RUN if not o.startswith("algorithm."))]  # fmt: skip
     caplog.set_level(logging.INFO, logger="xdrl")
-    asynchronous = [*WORKERS, "collector.sync=false", "collector.update_interval=2"]
+    asynchronous = ["collector=multiprocess", "collector.workers=1", "collector.sync=false",
+                    "collector.update_interval=2"]  # fmt: skip
     run(compose_config(dqn, tmp_path / "single"))
     run_dir = tmp_path / "async"
     write_stop_request(run_dir, "stopped", "test")
@@ -152,7 +154,7 @@ def test_async_dqn_workers_train_stop_and_resume_with_the_in_process_keys(
     assert summary["status"] == "completed"
     assert summary["resumed_from"].endswith("checkpoint-000000000256")
     assert summary["resume_exact"] is True  # each worker's envs, episodes and generator
-    assert "2 processes x 2 envs, AsyncWorkerCollector" in caplog.text
+    assert "1 processes x 4 envs, AsyncWorkerCollector" in caplog.text
     assert "Resume is exact" in caplog.text
     single, logged = read_scalars(tmp_path / "single" / "logs"), read_scalars(run_dir / "logs")
     assert sorted(logged) == sorted(single)

@@ -7,7 +7,10 @@ Worker ``i`` builds the run's env factory with ``env.num_envs / workers`` envs s
 ``collector=single``. The workers' batches are concatenated along the env dimension
 (``cat_results=0``), so the Trainer and every hook see the ``[env.num_envs, steps]`` batches of
 the in-process path; the policy's weights are pushed to the workers before every batch
-(``update_at_each_batch``: on-policy algorithms never act with stale weights).
+(``update_at_each_batch``: on-policy algorithms never act with stale weights). With
+``collector.sync: false`` (off-policy algorithms) TorchRL's ``MultiAsyncCollector`` runs instead
+(:class:`AsyncWorkerCollector`): each batch is one worker's, collected while the learner
+optimizes, the weights pushed every ``collector.update_interval`` batches.
 
 Inside each worker, TorchRL's runner drives :class:`LeanWorkerCollector` (xdrl's
 ``VectorCollector``, the in-process lean path) where it fits the env and policy, else

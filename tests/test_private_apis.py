@@ -55,6 +55,11 @@ ATTRIBUTES = [
     # LeanWorkerCollector is built by this runner with its Collector's arguments and sets the
     # _use_buffers it reads
     ("torchrl.collectors._runner", "_main_async_collector_impl", "xdrl/training/workers.py"),
+    # AsyncWorkerCollector.iterator drives MultiAsyncCollector's workers itself
+    *(
+        ("torchrl.collectors", f"MultiAsyncCollector.{name}", "xdrl/training/workers.py")
+        for name in ("_get_from_queue", "_should_use_random_frames")
+    ),
     ("torchrl.checkpoint", "Checkpoint._local_path", "xdrl/training/checkpointing.py"),
     ("torchrl.checkpoint", "Checkpoint._resolve_adapter", "xdrl/training/checkpointing.py"),
     ("torch", "_foreach_lerp_", "xdrl/algorithms/off_policy.py (LeanSoftUpdate)"),
@@ -114,6 +119,7 @@ SET_IN_SOURCE = [
     ("torchrl.envs", "SerialEnv", "self._envs", "render.py, xdrl/training/env_state.py"),
     ("torchrl.envs.libs.gym", "GymWrapper", "self._env", "render.py, xdrl/training/env_state.py"),
     ("torchrl.collectors", "Collector", "self._carrier", "xdrl/training/env_state.py"),
+    ("torchrl.collectors", "MultiCollector", "self._frames", "xdrl/training/workers.py"),
     *(
         ("torchrl.objectives.utils", "TargetNetUpdater", f"self.{name}", "off_policy.py")
         for name in ("_sources", "_targets")
@@ -227,6 +233,14 @@ SIGNATURES = {
         "xdrl/config/check.py",
     ),
     ("threading", "_shutdown"): ("()", "xdrl/cli.py (exit_without_teardown)"),
+    ("torchrl.collectors", "MultiAsyncCollector._get_from_queue"): (
+        "(self, timeout=None) -> 'tuple[int, int, TensorDictBase]'",
+        "xdrl/training/workers.py",
+    ),
+    ("torchrl.collectors", "MultiAsyncCollector._should_use_random_frames"): (
+        "(self) -> 'bool'",
+        "xdrl/training/workers.py",
+    ),
 }
 
 # The schemas of the private torch operators xdrl calls, every overload (torch.ops.aten).

@@ -6,6 +6,7 @@ budgets are a few batches; speed is measured by ``benchmarks/modes/collectors.py
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -68,6 +69,12 @@ RUN = [
          "multiprocess with a recurrent policy (algorithm.build.recurrent) is not supported yet"),
         (["collector.env_threads=2", "env.batching=serial"],
          "2 threads step the envs of env.batching=vector only, not serial"),
+        ([*WORKERS, "collector.sync=false"],
+         "false is for off-policy algorithms (dqn, sac, td3), not ppo: an on-policy batch must "
+         "come from the current policy"),
+        (["algorithm=dqn", "collector.sync=false"], "false needs worker processes"),
+        ([*WORKERS, "algorithm=dqn", "collector.update_interval=4"],
+         "4 applies to collector.sync=false only"),
     ],
 )  # fmt: skip
 def test_bad_worker_settings_are_config_errors(
@@ -119,6 +126,43 @@ def test_workers_log_the_same_metric_keys_and_counters_as_the_in_process_run(
         assert logged[name]["counters/total_frames"] == [(0, 0.0)] + [(f, f) for f in batches]
         assert logged[name]["counters/current_frames"] == [(f, 256.0) for f in batches]
         assert [step for step, _ in logged[name]["train/agents/loss_objective"]] == batches
+
+
+def test_async_dqn_workers_train_stop_and_resume_with_the_in_process_keys(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """collector.sync=false: DQN with an asynchronous worker, stopped after its first batch (a
+    stop request: the checkpoint asks the worker for its state while it collects) and resumed by
+    the same command, logs the in-process run's metric keys, every batch once. One worker: each
+    costs a fresh interpreter; 2 asynchronous workers run in the collectors benchmark."""
+    from xdrl.run.lifecycle import run
+    from xdrl.trainer_hooks.stop_request import write_stop_request
+
+    dqn = ["algorithm=dqn", "total_frames=768", "algorithm.build.init_random_frames=256",
+           *(o for o in RUN if not o.startswith("algorithm."))]  # fmt: skip
+    caplog.set_level(logging.INFO, logger="xdrl")
+    asynchronous = ["collector=multiprocess", "collector.workers=1", "collector.sync=false",
+                    "collector.update_interval=2"]  # fmt: skip
+    run(compose_config(dqn, tmp_path / "single"))
+    run_dir = tmp_path / "async"
+    write_stop_request(run_dir, "stopped", "test")
+    run(compose_config([*dqn, *asynchronous], run_dir))
+    stopped = read_summary(run_dir)
+    assert (stopped["status"], stopped["total_frames"]) == ("stopped", 256)
+    run(compose_config([*dqn, *asynchronous], run_dir))
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed"
+    assert summary["resumed_from"].endswith("checkpoint-000000000256")
+    assert summary["resume_exact"] is True  # each worker's envs, episodes and generator
+    assert "1 processes x 4 envs, AsyncWorkerCollector" in caplog.text
+    assert "Resume is exact" in caplog.text
+    single, logged = read_scalars(tmp_path / "single" / "logs"), read_scalars(run_dir / "logs")
+    assert sorted(logged) == sorted(single)
+    batches = [256, 512, 768]
+    assert logged["counters/total_frames"] == single["counters/total_frames"]
+    assert logged["counters/current_frames"] == [(f, 256.0) for f in batches]
+    assert [step for step, _ in logged["train/agents/loss"]] == batches
+    assert all(np.isfinite(value) for _, value in logged["train/agents/loss"])
 
 
 def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_that_loads(
@@ -223,8 +267,9 @@ def _wait(predicate: Callable[[], bool]) -> None:
 def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() -> None:
     """A checkpoint's collector state, loaded into a freshly started worker, continues its
     episodes and generator: the next batch is the one the first worker collected next. The
-    workers collect on xdrl's lean path (LeanWorkerCollector), and the learner's new weights
-    reach them."""
+    workers collect on xdrl's lean path (LeanWorkerCollector); the second is asynchronous
+    (collector.sync=false: a run may switch on resume), and the learner's new weights reach
+    it."""
     from tensordict import assert_close
 
     from xdrl.algorithms.ppo import build
@@ -244,18 +289,19 @@ def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() 
         expected = next(batches)
     finally:
         first.shutdown()
-    second = build_worker_collector(factory, parts.policy, **kwargs)
+    second = build_worker_collector(factory, parts.policy, **kwargs, sync=False)
     try:
         second.load_state_dict(state)
         assert second.resume_note is None
         batches = iter(second)
-        got = next(batches)
+        got = next(batches)  # the worker starts its next batch meanwhile, with the first weights
         # new weights whose logits pick action 1 whatever the observation
         last = [m for m in parts.policy.modules() if isinstance(m, torch.nn.Linear)][-1]
         with torch.no_grad():
             last.weight.zero_()
             last.bias.copy_(torch.tensor([-30.0, 30.0]))
         second.update_policy_weights_()
+        next(batches)  # begun before the push
         pushed = next(batches)
     finally:
         second.shutdown()

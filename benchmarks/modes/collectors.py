@@ -9,6 +9,9 @@ Three workloads, each contender on the same command but for the collector:
   env's wait overlaps), and, for reference, ``collector=single`` with 8 env threads (``w1t8``).
 - ``cartpole``: the same on plain CartPole-v1 (24,576 frames): a cheap env, where the in-process
   path wins.
+- ``dqn``: ``experiment=cartpole_dqn`` (8 envs x 32 steps, 128 gradient steps per batch) on
+  SleepyCartPole-v1: ``collector=single``, 2 synchronous workers and 2 asynchronous ones
+  (``collector.sync=false``, ``a2``: the learner optimizes while the workers collect).
 - ``atari``: ``experiment=atari_ppo`` on Breakout (8 emulators), 2 torch threads for the learner,
   against SB3's PPO with RL-Zoo's Atari settings (``SubprocVecEnv`` off: its one-process
   ``DummyVecEnv``, as in the ``atari`` mode); skipped without ale-py or SB3's venv.
@@ -75,8 +78,39 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
     for n in (1, 2):
         out[f"cartpole_w{n}_fps"] = median(r[f"w{n}"] for r in cartpole_rows)
     out["cartpole_w2_speedup"] = out["cartpole_w2_fps"] / out["cartpole_w1_fps"]
+    out.update(_dqn(options, seeds))
     if importlib.util.find_spec("ale_py") is not None and options.sb3_python.exists():
         out.update(_atari(options, seeds))
+    return out
+
+
+DQN = ["experiment=cartpole_dqn", "env.id=xdrl.envs.testing:SleepyCartPole-v1", "eval=none",
+       "logging=none", "num_threads=1"]  # fmt: skip
+DQN_CONTENDERS = {
+    "w1": [],
+    "w2": ["collector=multiprocess", "collector.workers=2"],
+    "a2": ["collector=multiprocess", "collector.workers=2", "collector.sync=false"],
+}
+
+
+def _dqn(options: Options, seeds: list[int]) -> dict[str, Any]:
+    """DQN on SleepyCartPole: in-process, 2 synchronous and 2 asynchronous workers."""
+    frames = 4_096 if options.quick else 12_288  # 16 or 48 batches of 256
+    common = [*DQN, f"total_frames={frames}"]
+    rows = []
+    for seed in seeds:
+        runs = {
+            name: (lambda extra=extra, s=seed: c.xdrl([*common, *extra], s)["frames_per_second"])
+            for name, extra in DQN_CONTENDERS.items()
+        }
+        rows.append({"seed": seed, **alternated(runs, seed, options.reps),
+                     "load_average": os.getloadavg()[0]})  # fmt: skip
+        print(f"  collectors dqn seed {seed}: {rows[-1]}", flush=True)
+    out: dict[str, Any] = {"dqn_frames": frames, "dqn_runs": rows}
+    for name in DQN_CONTENDERS:
+        out[f"dqn_{name}_fps"] = median(r[name] for r in rows)
+    for name in ("w2", "a2"):
+        out[f"dqn_{name}_speedup"] = out[f"dqn_{name}_fps"] / out["dqn_w1_fps"]
     return out
 
 
@@ -129,6 +163,17 @@ def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:
             ("reference", None),
         ),
     ]
+    if "dqn_w1_fps" in a:
+        out.append(
+            row(
+                f"SleepyCartPole DQN (cartpole_dqn settings, {a['dqn_frames']} frames) frames/s: "
+                "collector=single; workers=2, workers=2 with collector.sync=false",
+                fmt(a["dqn_w1_fps"], 0),
+                f"{fmt(a['dqn_w2_fps'], 0)}, {fmt(a['dqn_a2_fps'], 0)}",
+                f"{fmt(a['dqn_w2_speedup'])}, {fmt(a['dqn_a2_speedup'])}",
+                ("reference", None),
+            )
+        )
     if "atari_sb3_fps" in a:
         out.append(
             row(

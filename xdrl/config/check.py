@@ -462,6 +462,7 @@ def _check_collector(cfg: DictConfig) -> None:
             f"{threads} threads step the envs of env.batching=vector only, not {batching}; "
             "set env.batching=vector, or collector.env_threads=1",
         )
+    _check_sync(cfg)
     if cfg.collector.backend == "single":
         if workers != 1:
             raise ConfigError(
@@ -497,6 +498,36 @@ def _check_collector(cfg: DictConfig) -> None:
             "share cores (it still pays where envs wait, e.g. on a remote simulator)",
             workers,
             cores,
+        )
+
+
+def _check_sync(cfg: DictConfig) -> None:
+    """``collector.sync: false`` needs workers and an off-policy algorithm (its builder takes a
+    replay buffer's ``buffer_size``); ``update_interval`` is its setting only."""
+    sync, interval = cfg.collector.sync, int(cfg.collector.update_interval)
+    if sync:
+        if interval != 1:
+            raise ConfigError(
+                "collector.update_interval",
+                f"{interval} applies to collector.sync=false only (a synchronous collector "
+                "pushes the weights before every batch); set collector.sync=false, or "
+                "collector.update_interval=1",
+            )
+        return
+    if cfg.collector.backend == "single":
+        raise ConfigError(
+            "collector.sync",
+            "false needs worker processes (collector=single acts with the learner's own "
+            "weights); set collector=multiprocess, or collector.sync=true",
+        )
+    read = read_signature(str(cfg.algorithm.build._target_))
+    if read is None or "buffer_size" not in read[0]:
+        name = str(cfg.algorithm.build._target_).rsplit(".", 2)[-2]
+        raise ConfigError(
+            "collector.sync",
+            f"false is for off-policy algorithms (dqn, sac, td3), not {name}: an on-policy "
+            "batch must come from the current policy, and asynchronous workers collect with "
+            "older weights; set collector.sync=true",
         )
 
 

@@ -94,9 +94,12 @@ class LoggingSettings:
 class CollectorSettings:
     """``conf/collector/*.yaml``: where the training envs step. ``single``: in this process (the
     default); ``process``: ``workers`` processes, each stepping ``env.num_envs / workers`` envs
-    (TorchRL's ``MultiSyncCollector``); ``env_threads``: threads each process steps its
-    training envs in (envs that wait overlap)."""
+    (TorchRL's ``MultiSyncCollector``, or ``MultiAsyncCollector`` with ``sync: false``, for
+    off-policy algorithms, the weights pushed every ``update_interval`` batches);
+    ``env_threads``: threads each process steps its training envs in (envs that wait overlap)."""
 
     backend: Literal["single", "process"]
     workers: PositiveInt
     env_threads: PositiveInt = 1
+    sync: bool = True
+    update_interval: PositiveInt = 1

@@ -268,6 +268,8 @@ def _train_collector(
         device=spec.device,
         lean=spec.lean and fits(train_env, parts.policy, parts.init_random_frames),
         env_threads=spec.collector.env_threads,
+        sync=spec.collector.sync,
+        update_interval=spec.collector.update_interval,
     )
     return workers, workers
 
@@ -481,7 +483,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     if resumed is not None and not restored:  # approximate: fresh episodes
         (workers or train_env).set_seed(spec.seed + int(trainer.collected_frames))
     if resumed is not None:
-        _log_resume_exactness(approximate)
+        _log_resume_exactness(approximate, asynchronous=not spec.collector.sync)
     norm_sync.link()  # a restore replaced the training statistics: share them again
     return Run(
         trainer=trainer,
@@ -530,8 +532,12 @@ def _log_pieces(
     log.info("Pieces (lean=%s): %s", str(lean).lower(), pieces)
 
 
-def _log_resume_exactness(approximate: str | None) -> None:
+def _log_resume_exactness(approximate: str | None, *, asynchronous: bool = False) -> None:
     if approximate is None:
         log.info("Resume is exact: envs, episodes in progress and every RNG restored")
     else:
         log.warning("Resume is approximate: %s", approximate)
+    if asynchronous:
+        log.info("collector.sync=false: the batches the workers held at the checkpoint (at most "
+                 "one each) are not trained on, and which worker's batch comes next varies from "
+                 "run to run")  # fmt: skip

@@ -7,7 +7,10 @@ Worker ``i`` builds the run's env factory with ``env.num_envs / workers`` envs s
 ``collector=single``. The workers' batches are concatenated along the env dimension
 (``cat_results=0``), so the Trainer and every hook see the ``[env.num_envs, steps]`` batches of
 the in-process path; the policy's weights are pushed to the workers before every batch
-(``update_at_each_batch``: on-policy algorithms never act with stale weights).
+(``update_at_each_batch``: on-policy algorithms never act with stale weights). With
+``collector.sync: false`` (off-policy algorithms) TorchRL's ``MultiAsyncCollector`` runs instead
+(:class:`AsyncWorkerCollector`): each batch is one worker's, collected while the learner
+optimizes, the weights pushed every ``collector.update_interval`` batches.
 
 Inside each worker, TorchRL's runner drives :class:`LeanWorkerCollector` (xdrl's
 ``VectorCollector``, the in-process lean path) where it fits the env and policy, else
@@ -32,6 +35,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import queue
 import shutil
 import signal
 import sys
@@ -39,7 +43,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -47,7 +51,12 @@ from typing import Any
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.collectors import Collector, MultiSyncCollector
+from torchrl.collectors import (
+    Collector,
+    MultiAsyncCollector,
+    MultiCollector,
+    MultiSyncCollector,
+)
 from torchrl.envs.utils import ExplorationType
 
 from xdrl.envs.vector_env import VectorGymEnv
@@ -224,9 +233,12 @@ class LeanWorkerCollector(_FaultReporting, VectorCollector):
             yield self._out
 
 
-class WorkerCollector(MultiSyncCollector):
-    """TorchRL's ``MultiSyncCollector`` whose worker failures raise :class:`WorkerFailed`
-    naming the worker and its cause; built by :func:`build_worker_collector`.
+class WorkerCollector(MultiCollector):
+    """What xdrl adds to TorchRL's multi-process collectors: worker failures raise
+    :class:`WorkerFailed` naming the worker and its cause, a weight push that cannot hang on a
+    dead worker, batches without the ``collector`` entry. Built by
+    :func:`build_worker_collector` as :class:`SyncWorkerCollector` or
+    :class:`AsyncWorkerCollector`.
 
     Example:
         >>> collector = build_worker_collector(factory, policy, workers=2, ...)
@@ -261,10 +273,11 @@ class WorkerCollector(MultiSyncCollector):
         runs in a helper thread; this one checks the workers every second and raises
         :class:`WorkerFailed` when one died (the helper, a daemon, is left blocked)."""
         done, errors = threading.Event(), []
+        update = super().update_policy_weights_
 
         def push() -> None:
             try:
-                MultiSyncCollector.update_policy_weights_(self, *args, **kwargs)
+                update(*args, **kwargs)
             except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
                 errors.append(err)
             finally:
@@ -354,6 +367,87 @@ class WorkerCollector(MultiSyncCollector):
             _STARTED.discard(self)
 
 
+class SyncWorkerCollector(WorkerCollector, MultiSyncCollector):
+    """``collector.sync: true``: TorchRL's ``MultiSyncCollector`` (every batch waits for every
+    worker; the learner's weights reach them before the next one) with :class:`WorkerCollector`'s
+    additions."""
+
+
+class AsyncWorkerCollector(WorkerCollector, MultiAsyncCollector):
+    """``collector.sync: false`` (off-policy algorithms): TorchRL's ``MultiAsyncCollector``, each
+    batch one worker's ``frames_per_batch`` frames, and that worker collects its next batch while
+    the learner optimizes on this one; the learner's weights go out before the first batch, then
+    after every ``update_interval`` batches it has optimized on.
+
+    Its ``iterator`` is xdrl's because TorchRL's cannot be checkpointed mid-run: asked for its
+    ``state_dict`` between two batches, a worker busy collecting drops its batch to answer and is
+    never told to go on (seen with 2 workers: every later batch came from the other one). Here
+    :meth:`state_dict` first takes the batch of every busy worker (kept, and yielded next), so
+    every worker is idle, and its saved envs are those after its last batch.
+
+    Args:
+        update_interval: batches between weight pushes; other arguments: ``MultiAsyncCollector``'s
+            (``update_at_each_batch`` is not used).
+
+    Example:
+        >>> collector = build_worker_collector(factory, policy, workers=2, sync=False, ...)
+        >>> next(iter(collector)).batch_size  # one worker's envs
+        torch.Size([4, 64])
+    """
+
+    def __init__(self, *args: Any, update_interval: int = 1, **kwargs: Any) -> None:
+        self.update_interval = update_interval
+        self._busy: set[int] = set()  # workers told to collect whose batch is not taken yet
+        self._taken: deque[tuple[int, TensorDictBase]] = deque()  # taken early by state_dict
+        super().__init__(*args, **kwargs)
+
+    def iterator(self) -> Iterator[TensorDictBase]:
+        """Batches as the workers deliver them (a dead worker named: :class:`WorkerFailed`)."""
+        with self._dead_worker_named():
+            self.update_policy_weights_()
+            for worker in range(self.num_workers):
+                self._collect(worker)
+            self.running = True
+            count = 0
+            while self._frames < self.total_frames:
+                worker, batch = self._taken.popleft() if self._taken else self._take()
+                self._frames += batch.numel()
+                self._collect(worker)  # its next batch, while the learner works on this one
+                yield batch.exclude(*(k for k in batch.keys() if k.startswith("_")), _TRAJ_IDS[0])
+                count += 1
+                if count % self.update_interval == 0:
+                    self.update_policy_weights_()
+            self.running = False
+
+    def _collect(self, worker: int) -> None:
+        """Tell ``worker`` to collect a batch (random actions during ``init_random_frames``)."""
+        msg = "continue_random" if self._should_use_random_frames() else "continue"
+        self.pipes[worker].send((worker, msg))
+        self._busy.add(worker)
+
+    def _take(self) -> tuple[int, TensorDictBase]:
+        """The next batch a worker delivers (a copy: its shared buffer is reused)."""
+        while True:
+            try:
+                worker, _, batch = self._get_from_queue(timeout=1.0)
+            except (queue.Empty, TimeoutError):
+                failed = self.failure()
+                if failed is not None:
+                    raise WorkerFailed(failed) from None
+                continue
+            self._busy.discard(worker)
+            return worker, batch
+
+    def state_dict(self) -> OrderedDict:
+        """TorchRL's ``state_dict`` once every worker is idle: the batches of busy workers are
+        taken first (and yielded next, so no frame is lost in this run; a run resumed from this
+        state starts after them)."""
+        with self._dead_worker_named():
+            while self._busy:
+                self._taken.append(self._take())
+        return super().state_dict()
+
+
 def set_env_threads(env: Any, threads: int) -> None:
     """Step ``env``'s sub-envs in ``threads`` threads (``collector.env_threads``) where it is a
     :class:`~xdrl.envs.vector_env.VectorGymEnv` (a warning otherwise: the batching fell back)."""
@@ -393,12 +487,18 @@ def build_worker_collector(
     device: str,
     lean: bool = False,
     env_threads: int = 1,
+    sync: bool = True,
+    update_interval: int = 1,
 ) -> WorkerCollector:
     """``workers`` processes, each stepping ``num_envs / workers`` envs of ``env_factory`` (the
     run's ``env`` node, partial), with ``policy``; counts in agent steps, as TorchRL's. ``lean``:
     each worker collects with :class:`LeanWorkerCollector` (the caller checked that
     ``VectorCollector`` fits the env and policy), else with TorchRL's ``Collector``;
-    ``env_threads``: threads stepping each worker's envs (:func:`set_env_threads`)."""
+    ``env_threads``: threads stepping each worker's envs (:func:`set_env_threads`).
+
+    ``sync``: every batch is the workers' batches joined, the weights pushed before each
+    (:class:`SyncWorkerCollector`); else each batch is one worker's ``frames_per_batch`` frames
+    and the weights go out every ``update_interval`` batches (:class:`AsyncWorkerCollector`)."""
     per_worker = num_envs // workers
     env_fns = [
         partial(
@@ -414,7 +514,14 @@ def build_worker_collector(
     fault_dir = tempfile.mkdtemp(prefix="xdrl-workers-")
     inner = LeanWorkerCollector if lean else FaultReportingCollector
     threads = torch.get_num_threads()  # the run's choice (num_threads); TorchRL would lower it
-    collector = WorkerCollector(
+    if sync:
+        layout: dict[str, Any] = {
+            "cat_results": 0,  # [workers * envs, steps]: the in-process batch layout
+            "update_at_each_batch": True,  # the learner's weights before every batch
+        }
+    else:  # AsyncWorkerCollector.iterator pushes the weights
+        layout = {"update_interval": update_interval, "update_at_each_batch": False}
+    collector = (SyncWorkerCollector if sync else AsyncWorkerCollector)(
         env_fns,
         policy,
         frames_per_batch=frames_per_batch,
@@ -422,16 +529,16 @@ def build_worker_collector(
         init_random_frames=init_random_frames,
         device=device,
         exploration_type=ExplorationType.RANDOM,
-        cat_results=0,  # [workers * envs, steps]: the in-process batch layout
         use_buffers=True,  # fixed specs: shared-memory buffers (TorchRL guesses so, warning)
-        update_at_each_batch=True,  # the learner's weights before every batch
         num_threads=threads,
         num_sub_threads=1,
         init_fn=worker_init,
         collector_class=partial(inner, fault_dir=fault_dir),
         fault_dir=fault_dir,
+        **layout,
     )
     torch.set_num_threads(threads)
-    log.info("Collector workers started: %d processes x %d envs, %s (pids %s)", workers,
-             per_worker, inner.__name__, ", ".join(map(str, collector.worker_pids())))  # fmt: skip
+    log.info("Collector workers started: %d processes x %d envs, %s, %s (pids %s)", workers,
+             per_worker, type(collector).__name__, inner.__name__,
+             ", ".join(map(str, collector.worker_pids())))  # fmt: skip
     return collector

@@ -187,6 +187,17 @@ def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_
     assert policy.frames == 512
     assert policy(np.zeros(4, dtype=np.float32)) in (0, 1)
 
+    # Another worker count would find no saved envs for its workers: one line, nothing touched.
+    result = run_cli([*args, "collector.workers=4"], tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1:] == [  # after the warning: 4 workers > 2 cores
+        "xdrl-train: config error: collector.workers: the collector differs from the one "
+        f"{run_dir / 'checkpoints' / saved[-1]} was trained with in collector.workers 2 -> 4 (its "
+        "checkpoint holds each worker's envs mid-episode); pass collector.workers=2 to continue "
+        "that run, or another hydra.run.dir (or resume=never) to train with the new collector"
+    ]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == saved
+
     # The same command resumes exactly from 512 frames (the doomed env restored mid-episode, in a
     # new worker that counts its steps from 0) and completes the 1,024 frames before step 150.
     result = run_cli(args, tmp_path)
@@ -311,3 +322,37 @@ def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() 
     assert bool((got["action"] == 0).any())  # the first weights pick both actions
     assert bool((pushed["action"] == 1).all())
     assert torch.equal(pushed["logits"], torch.tensor([-30.0, 30.0]).expand(2, 16, 2))
+
+
+@pytest.mark.parametrize(
+    ("saved", "new", "fix"),
+    [
+        (None, {"backend": "process", "workers": 2},
+         "collector.backend=single collector.workers=1"),  # written before the collector group
+        ({"backend": "single", "workers": 1}, {"backend": "process", "workers": 2},
+         "collector.backend=single collector.workers=1"),
+        ({"backend": "process", "workers": 2}, {"backend": "single", "workers": 1},
+         "collector.backend=process collector.workers=2"),
+        ({"backend": "process", "workers": 4}, {"backend": "process", "workers": 2},
+         "collector.workers=4"),
+        ({"backend": "process", "workers": 2}, {"backend": "process", "workers": 2}, None),
+        (None, {"backend": "single", "workers": 1}, None),
+    ],
+)  # fmt: skip
+def test_a_resume_keeps_the_collector_it_was_trained_with(saved, new, fix: str | None) -> None:
+    """Each worker's envs are saved under that worker: another backend or worker count is one
+    line naming the values that continue the run; ``sync`` and ``env_threads`` may change."""
+    from xdrl.config.errors import ConfigError
+    from xdrl.config.resume import config_changes, refuse_resume_changes
+
+    target = {"_target_": "xdrl.config.settings.CollectorSettings"}
+    old = {"seed": 0} if saved is None else {"seed": 0, "collector": {**target, **saved}}
+    changes = config_changes(
+        old, {"seed": 0, "collector": {**target, **new, "sync": False, "env_threads": 2}}
+    )
+    if fix is None:
+        refuse_resume_changes(Path("checkpoint-1"), changes)
+        return
+    with pytest.raises(ConfigError, match=r"^collector\.(backend|workers): ") as err:
+        refuse_resume_changes(Path("checkpoint-1"), changes)
+    assert f"; pass {fix} to continue that run" in str(err.value)

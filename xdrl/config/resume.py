@@ -37,6 +37,10 @@ SEED_KEY = "seed"
 # buffer, minibatch sampler): a run resumes with the lean it was trained with (a checkpoint
 # older than the key was trained lean).
 LEAN_KEY = "lean"
+# The collector's shape: its checkpoint holds each worker's envs mid-episode (one entry per
+# worker; in process: the envs themselves), so a run resumes with the collector it was trained
+# with. The values are what a checkpoint written before the collector group meant.
+COLLECTOR_KEYS = {"collector.backend": "single", "collector.workers": 1}
 # Keys that differ by nature between a run and its resume.
 IGNORED_KEYS = ("run_dir", "exp_name", "resume")
 EMPTY_DEFAULTS: tuple[Any, ...] = ([], {}, None)
@@ -76,8 +80,8 @@ def _means_absent(key: str, flat: Mapping[str, Any]) -> bool:
 
 def refuse_resume_changes(candidate: Path, changes: Mapping[str, tuple[Any, Any]]) -> None:
     """Raise ``ConfigError`` naming each changed key that shapes the model (key ``resume``), a
-    changed seed (key ``seed``: the run keeps the seed it was trained with) or a changed
-    ``lean``."""
+    changed seed (key ``seed``: the run keeps the seed it was trained with), a changed collector
+    backend or worker count, or a changed ``lean``."""
     shaping = [k for k in changes if k.startswith(SHAPING_PREFIXES)]
     if shaping:
         diff = ", ".join(f"{k} {changes[k][0]!r} -> {changes[k][1]!r}" for k in shaping)
@@ -94,6 +98,21 @@ def refuse_resume_changes(candidate: Path, changes: Mapping[str, tuple[Any, Any]
             f"{new!r} differs from the seed {old!r} that {candidate} was trained with (a resume "
             f"continues seed {old!r}'s random streams); pass seed={old} to continue that run, or "
             f"another hydra.run.dir (or resume=never) to train seed {new!r}",
+        )
+    collector = {  # (trained with, asked for); absent: written before the collector group
+        k: (default if changes[k][0] is None else changes[k][0], changes[k][1])
+        for k, default in COLLECTOR_KEYS.items()
+        if k in changes
+    }
+    collector = {k: (old, new) for k, (old, new) in collector.items() if old != new}
+    if collector:
+        diff = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in collector.items())
+        fix = " ".join(f"{k}={old}" for k, (old, _) in collector.items())
+        raise ConfigError(
+            next(iter(collector)),
+            f"the collector differs from the one {candidate} was trained with in {diff} (its "
+            f"checkpoint holds each worker's envs mid-episode); pass {fix} to continue that run, "
+            "or another hydra.run.dir (or resume=never) to train with the new collector",
         )
     old_lean, new_lean = changes.get(LEAN_KEY, (True, True))
     if (True if old_lean is None else old_lean) != new_lean:

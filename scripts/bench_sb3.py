@@ -113,7 +113,8 @@ def recurrent_ppo(seed: int):
     from stable_baselines3.common.vec_env import VecNormalize
     from torch import nn
 
-    env = VecNormalize(make_vec_env("CartPole-v1", n_envs=8, seed=seed, wrapper_class=_no_velocity))
+    cartpole = make_vec_env("CartPole-v1", n_envs=8, seed=seed, wrapper_class=_no_velocity)
+    env = VecNormalize(cartpole, gamma=0.98)  # RL-Zoo passes the algorithm's gamma
     return RecurrentPPO(
         "MlpLstmPolicy",
         env,
@@ -136,6 +137,19 @@ def recurrent_ppo(seed: int):
         device="cpu",
         verbose=0,
     )
+
+
+def recurrent_final_eval(model, seed: int, episodes: int) -> tuple[float, float]:
+    """Deterministic episodes of a trained :func:`recurrent_ppo` on a fresh env whose
+    ``VecNormalize`` holds the training statistics, frozen (``evaluate_policy`` resets the LSTM
+    state at each episode start)."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = make_vec_env("CartPole-v1", n_envs=1, seed=seed + 10_000, wrapper_class=_no_velocity)
+    eval_env = VecNormalize(env, training=False, norm_reward=False)
+    eval_env.obs_rms = model.get_env().obs_rms
+    mean, std = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
+    return float(mean), float(std)
 
 
 def atari_ppo(seed: int, env_id: str) -> PPO:
@@ -267,7 +281,7 @@ def main() -> None:
     parser.add_argument("--sac-envs", type=int, default=1)
     parser.add_argument("--sac-env-id", default="Pendulum-v1", help="sac: the env")
     parser.add_argument(
-        "--final-eval", type=int, default=0, help="sac: deterministic eval episodes after"
+        "--final-eval", type=int, default=0, help="sac, recurrent: final deterministic episodes"
     )
     parser.add_argument("--learning-starts", type=int, default=1_000)
     args = parser.parse_args()
@@ -284,6 +298,9 @@ def main() -> None:
             train_time_s=elapsed,
             frames_per_second=model.num_timesteps / elapsed,
         )
+        if args.final_eval and args.mode == "recurrent":
+            mean, std = recurrent_final_eval(model, args.seed, args.final_eval)
+            result.update(final_eval_mean=mean, final_eval_std=std)
     elif args.mode == "time-to-475":
         model = ppo(args.seed)
         eval_env = DummyVecEnv([lambda: gym.make("CartPole-v1")])

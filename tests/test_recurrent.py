@@ -382,7 +382,8 @@ def test_run_resumed_mid_episode_logs_what_the_uninterrupted_run_logs(
     trained: dict[str, Path], tmp_path: Path
 ) -> None:
     """The LSTM run killed right after its first checkpoint (128 frames: 32 steps per env,
-    episodes in progress) and resumed by the same command: every ``collection/`` and ``train/``
+    episodes in progress, the preset's reward normalizer mid-return) and resumed by the same
+    command: every ``collection/`` and ``train/``
     value, the evaluations and the final evaluation equal the uninterrupted run's, bitwise. The
     kill's leftovers are built from the uninterrupted run's own checkpoint (as
     ``test_exact_resume``'s SAC test does), so the stop is exactly there."""
@@ -395,5 +396,6 @@ def test_run_resumed_mid_episode_logs_what_the_uninterrupted_run_logs(
     episodes = renames.loads(base64.b64decode(blob))["train"]["episodes"]
     going_on = ~episodes["is_init"][..., 0]
     assert going_on.any() and episodes["actor_h"][going_on].abs().sum() > 0  # a state to carry
+    assert any((first / "components").glob("*reward_normalizer*"))  # the preset's running std
     xdrl.run.lifecycle.run(compose_config([*SMALL, *RUNS["ppo-lstm-preset"]], run_dir))
     _assert_same_run(reference, run_dir, stopped_at)

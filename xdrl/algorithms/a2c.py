@@ -34,9 +34,11 @@ def build(
     lmbda: Fraction = 1.0,
     epochs: PositiveInt = 1,
     minibatch_size: PositiveInt | None = None,
+    normalize_rewards: bool = False,
     recurrent: RecurrentCell | None = None,
     recurrent_hidden: PositiveInt = 64,
     recurrent_critic: bool = False,
+    recurrent_head_cells: Cells = (),
     lean: bool = True,
 ) -> AlgorithmParts:
     """Build A2C for ``env`` (discrete or continuous actions); ``recurrent`` (lstm | gru) as
@@ -57,6 +59,7 @@ def build(
         recurrent=recurrent,
         recurrent_hidden=recurrent_hidden,
         recurrent_critic=recurrent_critic,
+        recurrent_head_cells=recurrent_head_cells,
     )
     loss = (RecurrentA2CLoss if recurrent else A2CLoss)(
         actor,
@@ -77,6 +80,7 @@ def build(
         gamma=gamma,
         lmbda=lmbda,
         device=device,
+        normalize_rewards=normalize_rewards,
         num_envs=int(env.batch_size[0]) if env.batch_size else 1,
         lean=lean,
     )

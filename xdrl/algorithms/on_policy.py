@@ -29,6 +29,7 @@ from xdrl.algorithms.recurrent import (
     recurrent_actor,
 )
 from xdrl.algorithms.recurrent import recurrent_critic as recurrent_critic_module
+from xdrl.algorithms.reward_norm import TRAIN_REWARD_KEY, ReturnNormalization
 from xdrl.config.errors import ConfigError
 from xdrl.lean.gae import advantages
 from xdrl.lean.mlp_forward import MLPForward
@@ -106,9 +107,6 @@ def buffer_modules(buffer: ReplayBufferTrainer | WholeBatch) -> dict[str, Sample
     return {}
 
 
-TRAIN_REWARD_KEY = "train_reward"
-
-
 class RewardScale:
     """Write ``("next", "train_reward") = scale * ("next", "reward")`` for the value targets.
 
@@ -124,14 +122,16 @@ class RewardScale:
         return batch
 
 
-def use_reward_scale(loss_module, reward_scale: float) -> list:
-    """Point the loss and its value estimator at the scaled reward (call after
+def use_reward_scale(
+    loss_module, reward_scale: float, normalizer: ReturnNormalization | None = None
+) -> list:
+    """Point the loss and its value estimator at the scaled (or normalized) reward (call after
     ``make_value_estimator``); returns the batch_process hook that writes it."""
-    if reward_scale == 1.0:
+    if normalizer is None and reward_scale == 1.0:
         return []
     loss_module.set_keys(reward=TRAIN_REWARD_KEY)
     loss_module.value_estimator.set_keys(reward=TRAIN_REWARD_KEY)
-    return [("batch_process", RewardScale(reward_scale))]
+    return [("batch_process", normalizer or RewardScale(reward_scale))]
 
 
 class OnePassGAE:
@@ -283,11 +283,13 @@ def actor_critic(
     recurrent: Cell | None = None,
     recurrent_hidden: int = 64,
     recurrent_critic: bool = False,
+    recurrent_head_cells: Sequence[int] = (),
 ) -> tuple[ProbabilisticActor, Any]:
     """A stochastic actor and a state-value critic for ``env`` (built in that order: seeds);
     for images, both heads on one shared Nature CNN (CleanRL's and RL-Zoo's Atari PPO).
     ``recurrent`` (lstm | gru): a cell of ``recurrent_hidden`` units after the actor's encoder,
-    and after the critic's with ``recurrent_critic`` (:mod:`xdrl.algorithms.recurrent`)."""
+    and after the critic's with ``recurrent_critic``, followed by ``recurrent_head_cells`` hidden
+    layers before each linear output (:mod:`xdrl.algorithms.recurrent`)."""
     act = activation_class(activation)
     torso = image_torso(env, encoder, device)
     if recurrent is None:
@@ -299,13 +301,14 @@ def actor_critic(
             )
         actor = stochastic_actor(env, actor_cells, act, device, torso)
         return actor, state_value(env, critic_cells, act, device, torso)
+    hidden, head = recurrent_hidden, recurrent_head_cells
     actor = recurrent_actor(
-        env, actor_cells, act, device, cell=recurrent, hidden=recurrent_hidden, torso=torso
+        env, actor_cells, act, device, cell=recurrent, hidden=hidden, head_cells=head, torso=torso
     )
     if not recurrent_critic:
         return actor, state_value(env, critic_cells, act, device, torso)
     critic = recurrent_critic_module(
-        env, critic_cells, act, device, cell=recurrent, hidden=recurrent_hidden, torso=torso
+        env, critic_cells, act, device, cell=recurrent, hidden=hidden, head_cells=head, torso=torso
     )
     return actor, critic
 
@@ -323,16 +326,49 @@ def on_policy_parts(
     device: str,
     advantage_every_epoch: bool = False,
     reward_scale: float = 1.0,
+    normalize_rewards: bool = False,
     num_envs: int = 1,
     lean: bool = True,
 ) -> AlgorithmParts:
-    """GAE on ``critic``, the reward scale, the minibatch buffer and the parts around ``loss``
-    (whole env rows and recurrent-mode values for a recurrent actor: :func:`recurrent_parts`;
-    ``lean``: xdrl's GAE and buffer, else TorchRL's)."""
+    """GAE on ``critic``, the reward scale (or normalization: :class:`ReturnNormalization`,
+    saved with checkpoints), the minibatch buffer and the parts around ``loss`` (whole env rows
+    and recurrent-mode values for a recurrent actor: :func:`recurrent_parts`; ``lean``: xdrl's
+    GAE and buffer, else TorchRL's)."""
     loss.make_value_estimator(
         GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
     )
-    scale_hooks = use_reward_scale(loss, reward_scale)
+    normalizer = ReturnNormalization(gamma, scale=reward_scale) if normalize_rewards else None
+    parts = _parts(
+        loss,
+        actor,
+        critic,
+        use_reward_scale(loss, reward_scale, normalizer),
+        frames_per_batch=frames_per_batch,
+        minibatch_size=minibatch_size,
+        epochs=epochs,
+        advantage_every_epoch=advantage_every_epoch,
+        num_envs=num_envs,
+        lean=lean,
+    )
+    if normalizer is not None:
+        parts.modules["reward_normalizer"] = normalizer
+    return parts
+
+
+def _parts(
+    loss,
+    actor,
+    critic,
+    scale_hooks: list,
+    *,
+    frames_per_batch: int,
+    minibatch_size: int,
+    epochs: int,
+    advantage_every_epoch: bool,
+    num_envs: int,
+    lean: bool,
+) -> AlgorithmParts:
+    """The hooks and modules of :func:`on_policy_parts` once the reward is set up."""
     if is_recurrent(actor):
         return recurrent_parts(
             loss,

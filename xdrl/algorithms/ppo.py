@@ -44,10 +44,12 @@ def build(
     minibatch_size: PositiveInt = 64,
     advantage_every_epoch: bool = False,
     reward_scale: PositiveFloat = 1.0,
+    normalize_rewards: bool = False,
     clip_schedule: Literal["constant", "linear"] = "constant",
     recurrent: RecurrentCell | None = None,
     recurrent_hidden: PositiveInt = 64,
     recurrent_critic: bool = False,
+    recurrent_head_cells: Cells = (),
     lean: bool = True,
 ) -> AlgorithmParts:
     """Build PPO for ``env`` (discrete or continuous actions); image observations get a Nature
@@ -70,6 +72,7 @@ def build(
         recurrent=recurrent,
         recurrent_hidden=recurrent_hidden,
         recurrent_critic=recurrent_critic,
+        recurrent_head_cells=recurrent_head_cells,
     )
     # LeanClipPPOLoss: ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py); with a cell,
     # TorchRL's own loss in recurrent mode (the lean path reads single steps)
@@ -97,6 +100,7 @@ def build(
         device=device,
         advantage_every_epoch=advantage_every_epoch,
         reward_scale=reward_scale,
+        normalize_rewards=normalize_rewards,
         num_envs=int(env.batch_size[0]) if env.batch_size else 1,
         lean=lean,
     )

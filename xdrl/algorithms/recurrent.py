@@ -92,6 +92,30 @@ def _encoder(
     return TensorDictModule(net, in_keys=["observation"], out_keys=[f"{prefix}_embed"]), size
 
 
+def _head(
+    hidden: int,
+    n_out: int,
+    head_cells: Sequence[int],
+    act: type[nn.Module],
+    gain: float,
+    device: str,
+) -> nn.Module:
+    """``features -> [MLP with head_cells, activated] -> linear output`` (orthogonal init, the
+    output layer at ``gain``): the layers sb3-contrib's ``net_arch`` puts after its LSTM."""
+    if not head_cells:
+        return Head(hidden, n_out, gain=gain, device=device)
+    mlp = MLP(
+        in_features=hidden,
+        out_features=head_cells[-1],
+        num_cells=list(head_cells[:-1]),
+        activation_class=act,
+        activate_last_layer=True,
+        device=device,
+    )
+    out = Head(int(head_cells[-1]), n_out, gain=gain, device=device)
+    return nn.Sequential(orthogonal_init(mlp, 2**0.5), out)
+
+
 def recurrent_actor(
     env,
     cells: Sequence[int],
@@ -100,15 +124,17 @@ def recurrent_actor(
     *,
     cell: Cell,
     hidden: int,
+    head_cells: Sequence[int] = (),
     torso: nn.Module | None = None,
 ) -> ProbabilisticActor:
-    """``observation -> encoder -> cell -> linear head``: a categorical policy for discrete
-    actions, a tanh-normal one for continuous actions (TorchRL's ``ProbabilisticActor``)."""
+    """``observation -> encoder -> cell -> [head_cells MLP] -> linear head``: a categorical
+    policy for discrete actions, a tanh-normal one for continuous actions (TorchRL's
+    ``ProbabilisticActor``)."""
     encoder, size = _encoder(env, cells, act, torso, "actor")
     spec = env.action_spec_unbatched
     discrete = is_discrete(env)
     n_out = int(spec.space.n) if discrete else 2 * int(spec.shape[-1])
-    head: nn.Module = Head(hidden, n_out, gain=0.01, device=device)
+    head = _head(hidden, n_out, head_cells, act, 0.01, device)
     out_keys = ["logits"] if discrete else ["loc", "scale"]
     if not discrete:
         head = nn.Sequential(head, NormalParamExtractor())
@@ -144,11 +170,13 @@ def recurrent_critic(
     *,
     cell: Cell,
     hidden: int,
+    head_cells: Sequence[int] = (),
     torso: nn.Module | None = None,
 ) -> TensorDictSequential:
-    """``observation -> encoder -> cell -> state_value``: a state-value critic with memory."""
+    """``observation -> encoder -> cell -> [head_cells MLP] -> state_value``: a state-value
+    critic with memory."""
     encoder, size = _encoder(env, cells, act, torso, "critic")
-    head = Head(hidden, 1, gain=1.0, device=device)
+    head = _head(hidden, 1, head_cells, act, 1.0, device)
     return TensorDictSequential(
         encoder,
         recurrent_cell(cell, size, hidden, "critic", device),

@@ -1,0 +1,93 @@
+"""The floor of one recurrent PPO update in plain PyTorch, for the ``recurrent`` bench mode.
+
+A 256-frame batch (8 envs x 32 steps) with the shapes of ``cartpole_novel_lstm``: an actor
+LSTM(4 -> 64) and a critic LSTM(4 -> 64) on the observation, linear heads, PPO's clipped loss,
+gradient clipping at 0.5 and an Adam step, 1 thread. Two ways to run the cells: ``nn.LSTM`` on
+whole rows (no episode start inside a row: what a lean loss would run between resets) and one
+cell step at a time with the state zeroed where an episode starts (sb3-contrib's way when an
+episode starts inside a sequence). Usage: ``python scripts/recurrent_floor.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+ENVS, STEPS, OBS, HIDDEN, ACTIONS = 8, 32, 4, 64, 2
+Forward = Callable[[], tuple[torch.Tensor, torch.Tensor]]
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic LSTMs on the observation, linear heads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.actor = nn.LSTM(OBS, HIDDEN, batch_first=True)
+        self.critic = nn.LSTM(OBS, HIDDEN, batch_first=True)
+        self.pi = nn.Linear(HIDDEN, ACTIONS)
+        self.v = nn.Linear(HIDDEN, 1)
+
+    def rows(self, obs: torch.Tensor, h0: tuple[torch.Tensor, torch.Tensor]) -> tuple:
+        """Logits and values of whole rows, each from its stored state."""
+        actor, _ = self.actor(obs, h0)
+        critic, _ = self.critic(obs, h0)
+        return self.pi(actor), self.v(critic).squeeze(-1)
+
+    def steps(self, obs: torch.Tensor, init: torch.Tensor, h0: tuple) -> tuple:
+        """The same one step at a time, the states zeroed where ``init`` marks an episode start."""
+        (ha, ca), (hc, cc) = h0, h0
+        actor, critic = [], []
+        for t in range(obs.shape[1]):
+            keep = (~init[:, t]).float().view(1, -1, 1)
+            ha, ca, hc, cc = ha * keep, ca * keep, hc * keep, cc * keep
+            ya, (ha, ca) = self.actor(obs[:, t : t + 1], (ha, ca))
+            yc, (hc, cc) = self.critic(obs[:, t : t + 1], (hc, cc))
+            actor.append(ya)
+            critic.append(yc)
+        return self.pi(torch.cat(actor, 1)), self.v(torch.cat(critic, 1)).squeeze(-1)
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    net = ActorCritic()
+    optimizer = torch.optim.Adam(net.parameters(), 1e-3, eps=1e-5)
+    obs = torch.randn(ENVS, STEPS, OBS)
+    action = torch.randint(0, ACTIONS, (ENVS, STEPS))
+    old_log_prob = torch.full((ENVS, STEPS), -0.69)
+    advantage, returns = torch.randn(ENVS, STEPS), torch.randn(ENVS, STEPS)
+    h0 = (torch.zeros(1, ENVS, HIDDEN), torch.zeros(1, ENVS, HIDDEN))
+    init = torch.zeros(ENVS, STEPS, dtype=torch.bool)
+    init[:, 0] = True
+    init[3, 17] = True  # one episode starts inside a row
+
+    def update(forward: Forward) -> None:
+        logits, value = forward()
+        log_prob = torch.distributions.Categorical(logits=logits).log_prob(action)
+        ratio = (log_prob - old_log_prob).exp()
+        adv = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        clipped = torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv)
+        loss = -clipped.mean() + 0.5 * (value - returns).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+        optimizer.step()
+
+    ways: dict[str, Forward] = {
+        "rows (nn.LSTM on whole rows)": lambda: net.rows(obs, h0),
+        "steps (one cell step at a time, resets)": lambda: net.steps(obs, init, h0),
+    }
+    for name, forward in ways.items():
+        for _ in range(20):
+            update(forward)
+        start, n = time.perf_counter(), 200
+        for _ in range(n):
+            update(forward)
+        print(f"{name}: {(time.perf_counter() - start) / n * 1000:.2f} ms per update")
+
+
+if __name__ == "__main__":
+    main()

@@ -338,39 +338,9 @@ def on_policy_parts(
         GAE, gamma=gamma, lmbda=lmbda, value_network=critic, average_gae=False, device=device
     )
     normalizer = ReturnNormalization(gamma, scale=reward_scale) if normalize_rewards else None
-    parts = _parts(
-        loss,
-        actor,
-        critic,
-        use_reward_scale(loss, reward_scale, normalizer),
-        frames_per_batch=frames_per_batch,
-        minibatch_size=minibatch_size,
-        epochs=epochs,
-        advantage_every_epoch=advantage_every_epoch,
-        num_envs=num_envs,
-        lean=lean,
-    )
-    if normalizer is not None:
-        parts.modules["reward_normalizer"] = normalizer
-    return parts
-
-
-def _parts(
-    loss,
-    actor,
-    critic,
-    scale_hooks: list,
-    *,
-    frames_per_batch: int,
-    minibatch_size: int,
-    epochs: int,
-    advantage_every_epoch: bool,
-    num_envs: int,
-    lean: bool,
-) -> AlgorithmParts:
-    """The hooks and modules of :func:`on_policy_parts` once the reward is set up."""
+    scale_hooks = use_reward_scale(loss, reward_scale, normalizer)
     if is_recurrent(actor):
-        return recurrent_parts(
+        parts = recurrent_parts(
             loss,
             actor,
             critic,
@@ -381,24 +351,28 @@ def _parts(
             num_envs=num_envs,
             advantage_every_epoch=advantage_every_epoch,
         )
-    buffer = minibatch_buffer(
-        frames_per_batch, minibatch_size, "algorithm.build.minibatch_size", lean=lean
-    )
-    return AlgorithmParts(
-        policy=actor,
-        eval_policy=actor,
-        loss_module=loss,
-        optim_steps_per_batch=frames_per_batch // minibatch_size,
-        num_epochs=epochs,
-        hooks=on_policy_hooks(
-            loss,
-            buffer,
-            advantage_every_epoch=advantage_every_epoch,
-            scale_hooks=scale_hooks,
-            lean=lean,
-        ),
-        modules=buffer_modules(buffer),
-    )
+    else:
+        buffer = minibatch_buffer(
+            frames_per_batch, minibatch_size, "algorithm.build.minibatch_size", lean=lean
+        )
+        parts = AlgorithmParts(
+            policy=actor,
+            eval_policy=actor,
+            loss_module=loss,
+            optim_steps_per_batch=frames_per_batch // minibatch_size,
+            num_epochs=epochs,
+            hooks=on_policy_hooks(
+                loss,
+                buffer,
+                advantage_every_epoch=advantage_every_epoch,
+                scale_hooks=scale_hooks,
+                lean=lean,
+            ),
+            modules=buffer_modules(buffer),
+        )
+    if normalizer is not None:
+        parts.modules["reward_normalizer"] = normalizer
+    return parts
 
 
 def recurrent_parts(

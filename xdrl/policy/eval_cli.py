@@ -178,7 +178,7 @@ def _play(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
     from xdrl.policy.evaluate import evaluate
     from xdrl.policy.loading import load_run
-    from xdrl.run.threads import available_cores, resolve_num_threads, wants_cores
+    from xdrl.run.threads import pick_threads
 
     torch.set_num_threads(1)  # building the policy splits no work (as xdrl-export)
     policy = load_run(
@@ -190,9 +190,8 @@ def _play(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         render=args.video is not None,
     )
     deterministic, mode_from = _mode(args.mode, policy.spec.eval.deterministic)
-    spec = policy.spec  # play on the threads the run's own num_threads rule picks here and now
-    cores = available_cores() if wants_cores(spec.num_threads, spec.hidden_sizes) else 1
-    torch.set_num_threads(resolve_num_threads(spec.num_threads, spec.hidden_sizes, cores))
+    # play on the threads the run's own num_threads rule picks here and now
+    torch.set_num_threads(pick_threads(policy.spec.num_threads, policy.spec.hidden_sizes)[0])
     try:
         return evaluate(policy, deterministic=deterministic, video=args.video), mode_from
     finally:

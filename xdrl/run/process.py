@@ -41,17 +41,14 @@ def setup_process(
     """
     import torch
 
-    from xdrl.run.threads import available_cores, resolve_num_threads, wants_cores
+    from xdrl.run.threads import pick_threads
     from xdrl.training.speedups import cache_missing_pandas
 
     logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
     cache_missing_pandas()  # tensordict looks pandas up on every module call (~10% of PPO time)
     jobs = concurrent_jobs(_hydra_launcher())
-    measured = wants_cores(num_threads, hidden_sizes)
-    cores = available_cores() if measured else 1  # samples the load: only where it decides
-    # collector=multiprocess: each worker process steps envs on a core of its own
-    threads = resolve_num_threads(num_threads, hidden_sizes, max(1, cores // jobs - workers))
-    if measured and (jobs > 1 or workers):
+    threads, cores = pick_threads(num_threads, hidden_sizes, jobs=jobs, workers=workers)
+    if cores is not None and (jobs > 1 or workers):
         log.info("num_threads auto: %d (%d cores shared by up to %d parallel jobs, %d collector "
                  "workers each)", threads, cores, jobs, workers)  # fmt: skip
     torch.set_num_threads(threads)

@@ -87,6 +87,19 @@ def resolve_num_threads(value: int | str, hidden_sizes: Iterable[int], cores: in
     return int(value)  # a positive int (xdrl.config.check checked it)
 
 
+def pick_threads(
+    value: int | str, hidden_sizes: Iterable[int], *, jobs: int = 1, workers: int = 0
+) -> tuple[int, int | None]:
+    """The intra-op thread count for ``value`` here and now, and the cores it found (None: not
+    measured, the rule does not depend on them): the cores this process may use, shared by
+    ``jobs`` sweep jobs running beside it, less one per collector worker (each steps envs on a
+    core of its own)."""
+    if not wants_cores(value, hidden_sizes):
+        return resolve_num_threads(value, hidden_sizes, 1), None
+    cores = available_cores()  # samples the load: only where it decides
+    return resolve_num_threads(value, hidden_sizes, max(1, cores // jobs - workers)), cores
+
+
 def available_cores(
     cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP, load: float | None = None
 ) -> int:

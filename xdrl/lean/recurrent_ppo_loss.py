@@ -34,7 +34,7 @@ are per time step).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 from tensordict import TensorDictBase
@@ -51,7 +51,7 @@ class Pieces(NamedTuple):
 
     starts: torch.Tensor  # [pieces] the flat index of each piece's first step
     fresh: torch.Tensor  # [pieces] whether the piece starts an episode (its state is zeroed)
-    index: torch.Tensor  # [pieces, longest] flat index of each padded step (padding: the start)
+    gather: torch.Tensor  # [pieces, longest] flat index of each padded step (padding: the start)
     real: torch.Tensor  # [pieces, longest] which padded steps are real
 
     @classmethod
@@ -66,8 +66,8 @@ class Pieces(NamedTuple):
         lengths = ends - starts
         offsets = torch.arange(int(lengths.max()))
         real = offsets < lengths.unsqueeze(-1)
-        index = torch.where(real, starts.unsqueeze(-1) + offsets, starts.unsqueeze(-1))
-        return cls(starts, init.reshape(-1)[starts], index, real)
+        gather = torch.where(real, starts.unsqueeze(-1) + offsets, starts.unsqueeze(-1))
+        return cls(starts, init.reshape(-1)[starts], gather, real)
 
 
 class _CellNet(NamedTuple):
@@ -156,7 +156,9 @@ class LeanRecurrentPPOLoss(LeanClipPPOLoss):
             or not self._recurrent_lean()
         ):
             return super().forward(tensordict)
-        pieces = self._once_per_tensor("_pieces_cache", tensordict.get("is_init"), Pieces.of)
+        pieces = cast(
+            Pieces, self._once_per_tensor("_pieces_cache", tensordict.get("is_init"), Pieces.of)
+        )
         observation = tensordict.get("observation")
         flat_observation = observation.reshape(-1, *observation.shape[tensordict.ndim :])
         actor: _CellNet = self.__dict__["_actor_net"]
@@ -189,5 +191,5 @@ def _run_cell(
         start = start.masked_fill(pieces.fresh.view(-1, 1, 1), 0.0)
         states.append(start.transpose(0, 1).contiguous())  # [layers, pieces, hidden]
     hidden = tuple(states) if isinstance(net.cell, nn.LSTM) else states[0]
-    out, _ = net.cell(embed[pieces.index], hidden)
+    out, _ = net.cell(embed[pieces.gather], hidden)
     return out[pieces.real]

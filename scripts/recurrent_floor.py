@@ -2,10 +2,12 @@
 
 A 256-frame batch (8 envs x 32 steps) with the shapes of ``cartpole_novel_lstm``: an actor
 LSTM(4 -> 64) and a critic LSTM(4 -> 64) on the observation, linear heads, PPO's clipped loss,
-gradient clipping at 0.5 and an Adam step, 1 thread. Two ways to run the cells: ``nn.LSTM`` on
-whole rows (no episode start inside a row: what a lean loss would run between resets) and one
-cell step at a time with the state zeroed where an episode starts (sb3-contrib's way when an
-episode starts inside a sequence). Usage: ``python scripts/recurrent_floor.py``.
+gradient clipping at 0.5 and an Adam step, 1 thread. Four ways to run the cells: ``nn.LSTM`` on
+whole rows (no episode start inside a row: the floor), one cell step at a time with the state
+zeroed where an episode starts (sb3-contrib's way when an episode starts inside a sequence),
+and on the rows cut at their episode starts, the pieces either packed (``PackedSequence``:
+TorchRL's ``LSTMModule`` in recurrent mode) or zero-padded to the longest
+(``xdrl.lean.recurrent_ppo_loss``). Usage: ``python scripts/recurrent_floor.py``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,31 @@ class ActorCritic(nn.Module):
             critic.append(yc)
         return self.pi(torch.cat(actor, 1)), self.v(torch.cat(critic, 1)).squeeze(-1)
 
+    def pieces(self, obs: torch.Tensor, init: torch.Tensor, packed: bool) -> tuple:
+        """The rows cut at ``init`` into pieces (zero start states: every piece starts an
+        episode or a row whose stored state is zero here), run packed or padded; the real
+        steps back in the batch's order."""
+        cut = init.clone()
+        cut[:, 0] = True
+        starts = cut.reshape(-1).nonzero().squeeze(-1)
+        lengths = torch.diff(starts, append=torch.tensor([cut.numel()]))
+        offsets = torch.arange(int(lengths.max()))
+        real = offsets < lengths.unsqueeze(-1)
+        index = torch.where(real, starts.unsqueeze(-1) + offsets, starts.unsqueeze(-1))
+        padded = obs.reshape(-1, OBS)[index]
+        h0 = (torch.zeros(1, len(starts), HIDDEN), torch.zeros(1, len(starts), HIDDEN))
+        outputs = []
+        for lstm in (self.actor, self.critic):
+            if packed:
+                seq = nn.utils.rnn.pack_padded_sequence(
+                    padded, lengths, batch_first=True, enforce_sorted=False
+                )
+                out, _ = nn.utils.rnn.pad_packed_sequence(lstm(seq, h0)[0], batch_first=True)
+            else:
+                out, _ = lstm(padded, h0)
+            outputs.append(out[real].reshape(ENVS, STEPS, HIDDEN))
+        return self.pi(outputs[0]), self.v(outputs[1]).squeeze(-1)
+
 
 def main() -> None:
     torch.set_num_threads(1)
@@ -63,6 +90,10 @@ def main() -> None:
     init = torch.zeros(ENVS, STEPS, dtype=torch.bool)
     init[:, 0] = True
     init[3, 17] = True  # one episode starts inside a row
+    cuts = torch.zeros(ENVS, STEPS, dtype=torch.bool)  # 10 starts inside rows, as in a batch
+    for row, step in ((0, 9), (0, 21), (1, 14), (2, 5), (3, 17), (4, 11), (4, 26), (5, 8),
+                      (6, 19), (7, 23)):  # fmt: skip
+        cuts[row, step] = True
 
     def update(forward: Forward) -> None:
         logits, value = forward()
@@ -79,6 +110,8 @@ def main() -> None:
     ways: dict[str, Forward] = {
         "rows (nn.LSTM on whole rows)": lambda: net.rows(obs, h0),
         "steps (one cell step at a time, resets)": lambda: net.steps(obs, init, h0),
+        "pieces, packed (TorchRL's LSTMModule)": lambda: net.pieces(obs, cuts, packed=True),
+        "pieces, zero-padded (xdrl's lean loss)": lambda: net.pieces(obs, cuts, packed=False),
     }
     for name, forward in ways.items():
         for _ in range(20):

@@ -31,7 +31,9 @@ from xdrl.algorithms.common import activation_class
 from xdrl.algorithms.recurrent import (
     EnvRows,
     RecurrentGAE,
+    is_recurrent,
     recurrent_actor,
+    recurrent_critic,
     state_keys,
     zero_at_starts,
 )
@@ -196,6 +198,85 @@ def test_recurrent_gae_values_follow_the_critic_state_across_batches(collected) 
         advantage[:, t] = running
     torch.testing.assert_close(out["advantage"], advantage, rtol=1e-4, atol=1e-4)
     assert critic is gae.critic
+
+
+def _loss_pair(actor, critic, **options) -> tuple[Any, Any]:
+    """TorchRL's ``ClipPPOLoss`` in recurrent mode and the lean one, on the same networks."""
+    kwargs = dict(
+        clip_epsilon=0.2, critic_coeff=0.5, loss_critic_type="l2", normalize_advantage=True,
+        functional=False, **options,
+    )  # fmt: skip
+    return (
+        ppo.RecurrentClipPPOLoss(actor, critic, **kwargs),
+        ppo.LeanRecurrentClipPPOLoss(actor, critic, **kwargs),
+    )
+
+
+def _hand_built_rows(rows: int, steps: int, state_keys_: list[str], hidden: int) -> TensorDict:
+    """Env rows with episodes starting inside rows and at no row start, stale states stored
+    where no episode starts, random actions, old log-probabilities, advantages and targets."""
+    is_init = torch.zeros(rows, steps, 1, dtype=torch.bool)
+    is_init[0, 0] = is_init[0, 4] = is_init[1, 2] = is_init[1, 3] = is_init[2, 6] = True
+    batch = TensorDict(
+        {
+            "observation": torch.randn(rows, steps, 4),
+            "is_init": is_init,
+            "action": torch.randint(0, 2, (rows, steps)),
+            "action_log_prob": -torch.rand(rows, steps) - 0.2,
+            "advantage": torch.randn(rows, steps, 1),
+            "value_target": torch.randn(rows, steps, 1),
+        },
+        [rows, steps],
+    )
+    for key in state_keys_:
+        batch.set(key, torch.randn(rows, steps, 1, hidden))
+    return batch
+
+
+def _hand_built_case(case: str) -> tuple[Any, Any, TensorDictBase]:
+    torch.manual_seed(3)
+    env = make_env("CartPole-v1", num_envs=2, seed=0)
+    tanh = activation_class("tanh")
+    if case == "gru, feed-forward critic":
+        actor = recurrent_actor(env, [8], tanh, "cpu", cell="gru", hidden=8)
+        critic = ppo.actor_critic(env, [8], [8], "tanh", "cpu")[1]
+    else:  # an LSTM actor and critic on one shared torso (the Atari layout)
+        torso = torch.nn.Sequential(torch.nn.Linear(4, 512), torch.nn.Tanh())
+        actor = recurrent_actor(env, [], tanh, "cpu", cell="lstm", hidden=8, torso=torso)
+        critic = recurrent_critic(env, [], tanh, "cpu", cell="lstm", hidden=8, torso=torso)
+    keys = sorted({*state_keys(actor), *(state_keys(critic) if is_recurrent(critic) else [])})
+    return actor, critic, _hand_built_rows(3, 7, keys, 8)
+
+
+@pytest.mark.parametrize(
+    "case", ["collected, lstm actor and critic", "gru, feed-forward critic", "lstm, shared torso"]
+)
+def test_lean_recurrent_loss_equals_torchrl_recurrent_mode(case: str, collected) -> None:
+    if case.startswith("collected"):
+        parts, (batch, _) = collected
+        actor, critic = parts.loss_module.actor_network, parts.loss_module.critic_network
+        gae = next(hook for _, hook in parts.hooks if isinstance(hook, RecurrentGAE))
+        batch = gae(batch.clone())
+        assert batch["is_init"][:, 1:].any()
+    else:
+        actor, critic, batch = _hand_built_case(case)
+    reference, lean = _loss_pair(actor, critic, entropy_bonus=True, entropy_coeff=0.01)
+    assert lean._recurrent_lean(), "the lean path must apply to these networks"
+    params = [p for p in reference.parameters() if p.requires_grad]
+    results = []
+    for loss in (reference, lean):
+        out = loss(batch.clone())
+        total = sum(v for k, v in out.items() if k.startswith("loss_"))
+        grads = torch.autograd.grad(total, params, allow_unused=True)
+        results.append((out, grads))
+    (ref_out, ref_grads), (lean_out, lean_grads) = results
+    for key in ("loss_objective", "loss_critic", "loss_entropy", "entropy", "clip_fraction"):
+        torch.testing.assert_close(lean_out[key], ref_out[key], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(lean_out["kl_approx"], ref_out["kl_approx"], rtol=1e-4, atol=1e-6)
+    for ref_grad, lean_grad in zip(ref_grads, lean_grads, strict=True):
+        assert (ref_grad is None) == (lean_grad is None)
+        if ref_grad is not None:
+            torch.testing.assert_close(lean_grad, ref_grad, rtol=1e-4, atol=1e-6)
 
 
 def test_minibatches_are_whole_env_rows_each_once_per_epoch() -> None:

@@ -23,6 +23,7 @@ from xdrl.config.types import (
     RecurrentCell,
 )
 from xdrl.lean.ppo_loss import LeanClipPPOLoss
+from xdrl.lean.recurrent_ppo_loss import LeanRecurrentPPOLoss
 
 
 def build(
@@ -75,8 +76,12 @@ def build(
         recurrent_head_cells=recurrent_head_cells,
     )
     # LeanClipPPOLoss: ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py); with a cell,
-    # TorchRL's own loss in recurrent mode (the lean path reads single steps)
-    loss_class = RecurrentClipPPOLoss if recurrent else LeanClipPPOLoss if lean else ClipPPOLoss
+    # the cells on padded pieces (recurrent_ppo_loss.py), or TorchRL's loss in recurrent mode
+    loss_class: type[ClipPPOLoss]
+    if recurrent:
+        loss_class = LeanRecurrentClipPPOLoss if lean else RecurrentClipPPOLoss
+    else:
+        loss_class = LeanClipPPOLoss if lean else ClipPPOLoss
     loss = loss_class(
         actor,
         critic,
@@ -111,6 +116,11 @@ def build(
 
 class RecurrentClipPPOLoss(RecurrentLoss, ClipPPOLoss):
     """TorchRL's ``ClipPPOLoss`` run in recurrent mode (a recurrent actor or critic)."""
+
+
+class LeanRecurrentClipPPOLoss(LeanRecurrentPPOLoss, RecurrentClipPPOLoss):
+    """:class:`RecurrentClipPPOLoss` with the cells run on padded pieces where the networks fit
+    (:mod:`xdrl.lean.recurrent_ppo_loss`); TorchRL's recurrent-mode forward otherwise."""
 
 
 class ClipAnnealingHook(TrainerHookBase):

@@ -8,7 +8,8 @@ the episode; the game goes on), :class:`FireReset` for games whose action set ha
 after every reset; without episodic life, as in evaluation, also after every lost life: an
 untrained net that never presses FIRE would leave Breakout waiting until its 27,000-step limit),
 then for training only :class:`ClipRewardSign`, then gymnasium's
-``FrameStackObservation`` (the last ``frame_stack`` frames, ``[frame_stack, 84, 84]`` uint8).
+``FrameStackObservation`` (the last ``frame_stack`` frames, ``[frame_stack, 84, 84]`` uint8;
+``[1, 84, 84]`` at ``frame_stack: 1``, the CNN's one channel, as CleanRL's ``FrameStack(env, 1)``).
 Evaluation envs (``evaluation=True``) play whole games and report the game's own score.
 
 Backend, chosen by measurement (this project's 2-core machine, Breakout, 8 envs, random actions,
@@ -97,9 +98,7 @@ def wrap_atari(
         env = FireReset(env, after_life_loss=not terminal_on_life_loss)
     if clip_rewards:
         env = ClipRewardSign(env)
-    if frame_stack > 1:
-        env = FrameStackObservation(env, frame_stack)
-    return env
+    return FrameStackObservation(env, frame_stack)  # [k, 84, 84] for every k: a channel at 1
 
 
 def make_atari_env(

@@ -124,12 +124,14 @@ class LeanClipPPOLoss(ClipPPOLoss):
         """Whether the tensor-level forward applies (decided on the first call: the options
         are constructor arguments)."""
         if "_lean_ok" not in self.__dict__:
-            self.__dict__["_critic_forward"] = MLPForward(self.critic_network.module)
-            self.__dict__["_lean_ok"] = self._lean_options()
-            actor_net = getattr(self.actor_network, "logits_net", None)
-            self.__dict__["_shared"] = (
-                shared_torso(actor_net, self.critic_network.module) if actor_net else None
-            )
+            ok = self._lean_options()
+            if ok:
+                self.__dict__["_critic_forward"] = MLPForward(self.critic_network.module)
+                actor_net = getattr(self.actor_network, "logits_net", None)
+                self.__dict__["_shared"] = (
+                    shared_torso(actor_net, self.critic_network.module) if actor_net else None
+                )
+            self.__dict__["_lean_ok"] = ok
         return self.__dict__["_lean_ok"]
 
     def _lean_options(self) -> bool:
@@ -151,15 +153,13 @@ class LeanClipPPOLoss(ClipPPOLoss):
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """The clipped PPO losses of a batch that already holds advantages and value targets."""
         keys = self.tensor_keys
-        advantage = tensordict.get(keys.advantage, None)
-        if advantage is None or not self._lean() or "shifted_valid" in tensordict.keys():
+        if (
+            tensordict.get(keys.advantage, None) is None
+            or not self._lean()
+            or "shifted_valid" in tensordict.keys()
+        ):
             return super().forward(tensordict)
         observation = tensordict.get("observation")
-        prev_log_prob = tensordict.get(keys.sample_log_prob)
-        if self.normalize_advantage and advantage.numel() > 1:
-            advantage = self._normalized(advantage)
-        inv_n = 1.0 / prev_log_prob.numel()  # means as sum * 1/n: one kernel instead of two
-
         actor: CategoricalActor = self.actor_network  # type: ignore[assignment]
         shared = self.__dict__["_shared"]
         value = None
@@ -174,6 +174,28 @@ class LeanClipPPOLoss(ClipPPOLoss):
             log_prob, entropy = actor.log_prob_entropy(
                 observation, tensordict.get(keys.action), entropy=self.entropy_bonus
             )
+        if value is None and self._has_critic:
+            value = self._critic_forward(observation)
+        return self._clipped_outputs(tensordict, log_prob, entropy, value)
+
+    def _clipped_outputs(
+        self,
+        tensordict: TensorDictBase,
+        log_prob: torch.Tensor,
+        entropy: torch.Tensor | None,
+        value: torch.Tensor | None,
+    ) -> TensorDict:
+        """The losses and diagnostics from the new log-probabilities, entropies and values of
+        the batch's samples, flat (``[n]``, ``[n]``, ``[n, 1]``) in the order of the batch's
+        flattened entries; the batch's advantages, old log-probabilities and value targets are
+        read flat too (a 2-D batch of env rows counts every entry once, as a flat one)."""
+        keys = self.tensor_keys
+        advantage = tensordict.get(keys.advantage)
+        if self.normalize_advantage and advantage.numel() > 1:
+            advantage = self._normalized(advantage)
+        advantage = advantage.reshape(-1, 1)
+        prev_log_prob = tensordict.get(keys.sample_log_prob).reshape(-1)
+        inv_n = 1.0 / prev_log_prob.numel()  # means as sum * 1/n: one kernel instead of two
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         ratio = log_weight.exp()
         gain1 = ratio * advantage
@@ -187,8 +209,9 @@ class LeanClipPPOLoss(ClipPPOLoss):
             out["entropy"] = entropy.detach().sum() * inv_n
             out["loss_entropy"] = entropy.sum() * (-self.entropy_coeff * inv_n)
         error = spread = None
-        if self._has_critic:
-            out["loss_critic"], error, spread = self._lean_critic(tensordict, inv_n, value)
+        if self._has_critic and value is not None:
+            target = tensordict.get(keys.value_target)
+            out["loss_critic"], error, spread = self._lean_critic(target, inv_n, value)
         record = _StepRecord(log_weight.detach(), bounds, error, spread)
         records = self.__dict__.get("_records")
         if records is not None:
@@ -252,15 +275,12 @@ class LeanClipPPOLoss(ClipPPOLoss):
         )
 
     def _lean_critic(
-        self, tensordict: TensorDictBase, inv_n: float, value: torch.Tensor | None = None
+        self, target: torch.Tensor, inv_n: float, value: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The critic loss, the detached value errors and (with explained variance logged) the
-        targets' variance + eps, computed once per target tensor."""
-        keys = self.tensor_keys
-        target = tensordict.get(keys.value_target)
-        if value is None:
-            value = self._critic_forward(tensordict.get("observation"))
-        error = target - value
+        targets' variance + eps over the flattened batch, computed once per target tensor;
+        ``value`` is flat ``[n, 1]``."""
+        error = target.reshape(value.shape) - value
         loss = (error * error).sum() * (self.critic_coeff * inv_n)
         spread = None
         if self.log_explained_variance:
@@ -268,6 +288,6 @@ class LeanClipPPOLoss(ClipPPOLoss):
             spread = self._once_per_tensor(  # the targets' variance: once per batch
                 "_target_var_cache",
                 target,
-                lambda t: torch.var(t.detach(), correction=0, dim=0) + eps,
+                lambda t: torch.var(t.detach().reshape(value.shape), correction=0, dim=0) + eps,
             )
         return loss, error.detach(), spread

@@ -26,6 +26,10 @@ PARITY = {
     "ppo_loss": ("test_ppo_loss.py", "test_same_values_and_gradients_as_clip_ppo_loss"),
     "q_policy": ("test_collector.py", "test_same_batches_as_torchrl_collector"),
     "replay": ("test_replay.py", "test_same_batches_as_torchrl_sampling"),
+    "recurrent_ppo_loss": (
+        "test_recurrent.py",
+        "test_lean_recurrent_loss_equals_torchrl_recurrent_mode",
+    ),
     "sac_loss": ("test_sac_loss.py", "test_same_values_and_gradients_as_sac_loss"),
     "tanh_normal_actor": ("test_collector.py", "test_same_batches_as_torchrl_collector"),
     "td3_actor": ("test_collector.py", "test_same_batches_as_torchrl_collector"),

@@ -63,8 +63,9 @@ RUN = [
          "3 workers cannot share env.num_envs=8 envs evenly; set collector.workers to one of "
          "[2, 4, 8]"),
         (["collector.workers=2"], "2 workers with collector=single (in-process)"),
-        ([*WORKERS, "env.normalize_observations=true"],
-         "not supported with collector=multiprocess yet"),
+        ([*WORKERS, "algorithm=dqn", "collector.sync=false", "env.normalize_observations=true"],
+         "true with collector.sync=false is not supported (asynchronous workers collect while "
+         "the run merges"),
         ([*WORKERS, "algorithm.build.recurrent=lstm", "algorithm.build.minibatch_size=2048"],
          "multiprocess with a recurrent policy (algorithm.build.recurrent) is not supported yet"),
         (["collector.env_threads=2", "env.batching=serial"],
@@ -322,6 +323,75 @@ def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() 
     assert bool((got["action"] == 0).any())  # the first weights pick both actions
     assert bool((pushed["action"] == 1).all())
     assert torch.equal(pushed["logits"], torch.tensor([-30.0, 30.0]).expand(2, 16, 2))
+
+
+def _ema(loc, var, count, rows, decay=0.99999):
+    """VecNormV2's update with ``reduce_batch_dims`` (``xdrl.envs.factory``'s decay), in numpy."""
+    count += len(rows)
+    weight = 1 - decay ** len(rows)
+    return loc + weight * (rows.mean(0) - loc), var + weight * ((rows**2).mean(0) - var), count
+
+
+def test_workers_normalize_with_the_runs_statistics_merged_from_every_batch() -> None:
+    """env.normalize_observations with 2 workers: the run's statistics are VecNormV2's running
+    moments of the envs' first observations and of every step's raw next observation (computed
+    here in numpy from an in-process run without normalization: a policy that always pushes
+    right makes the same episodes whatever it sees); each batch is normalized with the statistics
+    of the batches before it; a state load rewinds workers and statistics, bit for bit."""
+    from tensordict import assert_close
+    from torchrl.collectors import Collector
+
+    from xdrl.algorithms.ppo import build
+    from xdrl.envs.factory import make_env
+    from xdrl.training.worker_norm import RunObservationNorm
+    from xdrl.training.workers import build_worker_collector
+
+    factory = partial(make_env, "CartPole-v1", batching="vector")
+    train_env = factory(num_envs=4, seed=0, normalize_observations=True)
+    parts = build(train_env, frames_per_batch=64, minibatch_size=64)
+    last = [m for m in parts.policy.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():  # always action 1: CartPole episodes of ~10 steps, 16 steps a batch
+        last.weight.zero_()
+        last.bias.copy_(torch.tensor([-30.0, 30.0]))
+    norm = RunObservationNorm(train_env)
+    collector = build_worker_collector(
+        partial(factory, normalize_observations=True), parts.policy, workers=2, num_envs=4,
+        seed=0, frames_per_batch=64, total_frames=64 * 8, init_random_frames=0, device="cpu",
+        observation_norm=norm)  # fmt: skip
+    try:
+        batches, got, stats = iter(collector), [], []
+        for k in range(4):
+            got.append(next(batches).clone())
+            stats.append(norm.statistics())
+            if k == 1:
+                state = collector.state_dict()
+        collector.load_state_dict(state)  # back to 2 batches: the workers and the statistics
+        rewound = norm.statistics()
+        again = [next(batches).clone() for _ in range(2)]
+        again_stats = norm.statistics()
+    finally:
+        collector.shutdown()
+    for mine, theirs in ((rewound, stats[1]), (again_stats, stats[3])):
+        assert all(torch.equal(a, b) for a, b in zip(mine, theirs, strict=True))
+    for mine, theirs in zip(again, got[2:], strict=True):
+        assert_close(mine, theirs, rtol=0, atol=0)  # the 4th batch read the merged 3rd
+    raw = list(Collector(factory(num_envs=4, seed=0), parts.policy, frames_per_batch=64,
+                         total_frames=64 * 4))  # fmt: skip
+    assert all(bool(b["next", "done"].any()) for b in raw)  # episodes end inside each batch
+    loc, var, count = _ema(0.0, 0.0, 0, raw[0]["observation"][:, 0].double().numpy())
+    for k, (batch, reference) in enumerate(zip(got, raw, strict=True)):
+        assert "raw_observation" not in batch.keys() and "collector" not in batch.keys()
+        if k:  # normalized with the statistics after the batches before it (bias-corrected)
+            correction = 1 - 0.99999**count
+            mean, std = loc / correction, np.sqrt((var - loc**2) / correction)
+            expected = (reference["observation"][:, 1:].double().numpy() - mean) / std
+            np.testing.assert_allclose(batch["observation"][:, 1:].numpy(), expected, atol=1e-4)
+        for step in range(reference.shape[1]):
+            rows = reference["next", "observation"][:, step].double().numpy()
+            loc, var, count = _ema(loc, var, count, rows)
+        np.testing.assert_allclose(stats[k][0].numpy(), loc, rtol=1e-5)
+        np.testing.assert_allclose(stats[k][1].numpy(), var, rtol=1e-5)
+    assert norm.count == count == 4 + 4 * 64
 
 
 @pytest.mark.parametrize(

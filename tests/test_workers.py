@@ -169,8 +169,11 @@ def test_async_dqn_workers_train_stop_and_resume_with_the_in_process_keys(
 def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_that_loads(
     tmp_path: Path,
 ) -> None:
+    """With observation normalization (the workers collect on TorchRL's Collector): the last
+    checkpoint holds the run's statistics where xdrl-eval reads them."""
     run_dir = tmp_path / "run"
-    args = [*RUN, *WORKERS, *CRASHING, "total_frames=1024", f"run_dir={run_dir}"]
+    args = [*RUN, *WORKERS, *CRASHING, "env.normalize_observations=true", "total_frames=1024",
+            f"run_dir={run_dir}"]  # fmt: skip
     result = run_cli(args, tmp_path)
     assert result.returncode == 1
     line = (
@@ -186,6 +189,7 @@ def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_
     assert saved == ["checkpoint-000000000256", "checkpoint-000000000512"]
     policy = load_policy(run_dir)  # what xdrl-eval and xdrl-export load
     assert policy.frames == 512
+    assert policy.deterministic_module.normalized  # else load_policy raises: no statistics
     assert policy(np.zeros(4, dtype=np.float32)) in (0, 1)
 
     # Another worker count would find no saved envs for its workers: one line, nothing touched.
@@ -208,6 +212,12 @@ def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_
     assert summary["resumed_from"].endswith("checkpoint-000000000512")
     assert summary["resume_exact"] is True
     assert "Resume is exact" in _run_log(run_dir)
+    # the run's statistics went on from the checkpoint's: the 4 envs' first observations and
+    # every frame since (a restart from fresh statistics would count 4 + 512)
+    last = sorted((run_dir / "checkpoints").glob("checkpoint-*"))[-1]
+    saved = torch.load(last / "components" / "0000-collector" / "state.pt", weights_only=False)
+    counts = [v for k, v in saved["env_state_dict"].items() if k.endswith("_extra_state")]
+    assert last.name.endswith("1024") and int(counts[0]["count.-|-.observation"]) == 4 + 1024
 
 
 def _run_log(run_dir: Path) -> str:

@@ -25,6 +25,8 @@ worker's envs in threads (:func:`set_env_threads`). The rest xdrl adds is proces
   (:class:`WorkerFailed`): the worker's collector (:class:`FaultReportingCollector`) writes the
   exception into a file before the worker exits, where TorchRL's parent only sees an exit code.
   Both worker collectors share this and the exact-resume state (:class:`_FaultReporting`).
+- With ``env.normalize_observations`` the workers normalize with the run's statistics, which the
+  run merges from every batch's raw observations (:mod:`xdrl.training.worker_norm`).
 - The run's torch thread count is kept (TorchRL lowers it by the worker count at start and
   raises it at shutdown); each worker runs 1 thread.
 """

@@ -7,8 +7,8 @@ statistics from its own envs, and a checkpoint would hold as many sets as worker
 - The run owns the statistics: the ``VecNormV2`` of its own training env (built in the run's
   process for the algorithm's shapes), its tensors moved to shared memory
   (:class:`RunObservationNorm`). They start from the training envs' first observations: the run
-  resets its copy of the envs once (the workers' envs get the same seeds), as the first reset of
-  ``collector=single`` does.
+  resets its copy of the envs once, as the first reset of ``collector=single`` does (with
+  ``env.batching=vector`` the workers' envs get the same seeds and start from the same ones).
 - Each worker's ``VecNormV2`` holds those shared tensors, frozen (:func:`link_worker_norm`): it
   normalizes with the statistics as the run last merged them and never updates them. A copy of
   the raw observation (``raw_observation``, made before the ``VecNormV2`` overwrites it in place)

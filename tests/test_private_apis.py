@@ -60,6 +60,8 @@ ATTRIBUTES = [
         ("torchrl.collectors", f"MultiAsyncCollector.{name}", "xdrl/training/workers.py")
         for name in ("_get_from_queue", "_should_use_random_frames")
     ),
+    # RunObservationNorm.merge updates the run's statistics from the workers' raw observations
+    ("torchrl.envs.transforms", "VecNormV2._stateful_update", "xdrl/training/worker_norm.py"),
     ("torchrl.checkpoint", "Checkpoint._local_path", "xdrl/training/checkpointing.py"),
     ("torchrl.checkpoint", "Checkpoint._resolve_adapter", "xdrl/training/checkpointing.py"),
     ("torch", "_foreach_lerp_", "xdrl/algorithms/off_policy.py (LeanSoftUpdate)"),
@@ -100,9 +102,10 @@ SET_IN_SOURCE = [
     ("torchrl.trainers", "Trainer", "self._last_save", "xdrl/lean/trainer.py"),
     ("optuna.trial", "FrozenTrial", "self._trial_id", "xdrl_optuna/optuna_sweeper.py"),
     *(
-        ("torchrl.envs.transforms", "VecNormV2", f"self.{name}", "xdrl/policy/loading.py")
+        ("torchrl.envs.transforms", "VecNormV2", f"self.{name}", "loading.py, worker_norm.py")
         for name in ("_loc", "_var")
     ),
+    ("torchrl.envs.transforms", "VecNormV2", "self._count", "xdrl/training/worker_norm.py"),
     *(
         ("gymnasium.utils", "EzPickle", f"self.{name}", "xdrl/training/env_state.py")
         for name in ("_ezpickle_args", "_ezpickle_kwargs")
@@ -192,6 +195,10 @@ SIGNATURES = {
             ),
         )
     },
+    ("torchrl.envs.transforms", "VecNormV2._stateful_update"): (
+        "(self, data)",
+        "xdrl/training/worker_norm.py",
+    ),
     ("torchrl.checkpoint", "Checkpoint._local_path"): (
         "(path: 'str | Path') -> 'Path'",
         "xdrl/training/checkpointing.py",

@@ -63,8 +63,9 @@ RUN = [
          "3 workers cannot share env.num_envs=8 envs evenly; set collector.workers to one of "
          "[2, 4, 8]"),
         (["collector.workers=2"], "2 workers with collector=single (in-process)"),
-        ([*WORKERS, "env.normalize_observations=true"],
-         "not supported with collector=multiprocess yet"),
+        ([*WORKERS, "algorithm=dqn", "collector.sync=false", "env.normalize_observations=true"],
+         "true with collector.sync=false is not supported (asynchronous workers collect while "
+         "the run merges"),
         ([*WORKERS, "algorithm.build.recurrent=lstm", "algorithm.build.minibatch_size=2048"],
          "multiprocess with a recurrent policy (algorithm.build.recurrent) is not supported yet"),
         (["collector.env_threads=2", "env.batching=serial"],
@@ -168,8 +169,11 @@ def test_async_dqn_workers_train_stop_and_resume_with_the_in_process_keys(
 def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_that_loads(
     tmp_path: Path,
 ) -> None:
+    """With observation normalization (the workers collect on TorchRL's Collector): the last
+    checkpoint holds the run's statistics where xdrl-eval reads them."""
     run_dir = tmp_path / "run"
-    args = [*RUN, *WORKERS, *CRASHING, "total_frames=1024", f"run_dir={run_dir}"]
+    args = [*RUN, *WORKERS, *CRASHING, "env.normalize_observations=true", "total_frames=1024",
+            f"run_dir={run_dir}"]  # fmt: skip
     result = run_cli(args, tmp_path)
     assert result.returncode == 1
     line = (
@@ -185,6 +189,7 @@ def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_
     assert saved == ["checkpoint-000000000256", "checkpoint-000000000512"]
     policy = load_policy(run_dir)  # what xdrl-eval and xdrl-export load
     assert policy.frames == 512
+    assert policy.deterministic_module.normalized  # else load_policy raises: no statistics
     assert policy(np.zeros(4, dtype=np.float32)) in (0, 1)
 
     # Another worker count would find no saved envs for its workers: one line, nothing touched.
@@ -207,6 +212,12 @@ def test_a_worker_whose_env_raises_stops_the_run_with_one_line_and_a_checkpoint_
     assert summary["resumed_from"].endswith("checkpoint-000000000512")
     assert summary["resume_exact"] is True
     assert "Resume is exact" in _run_log(run_dir)
+    # the run's statistics went on from the checkpoint's: the 4 envs' first observations and
+    # every frame since (a restart from fresh statistics would count 4 + 512)
+    last = sorted((run_dir / "checkpoints").glob("checkpoint-*"))[-1]
+    saved = torch.load(last / "components" / "0000-collector" / "state.pt", weights_only=False)
+    counts = [v for k, v in saved["env_state_dict"].items() if k.endswith("_extra_state")]
+    assert last.name.endswith("1024") and int(counts[0]["count.-|-.observation"]) == 4 + 1024
 
 
 def _run_log(run_dir: Path) -> str:
@@ -322,6 +333,75 @@ def test_worker_state_round_trip_gives_the_batch_the_workers_would_have_given() 
     assert bool((got["action"] == 0).any())  # the first weights pick both actions
     assert bool((pushed["action"] == 1).all())
     assert torch.equal(pushed["logits"], torch.tensor([-30.0, 30.0]).expand(2, 16, 2))
+
+
+def _ema(loc, var, count, rows, decay=0.99999):
+    """VecNormV2's update with ``reduce_batch_dims`` (``xdrl.envs.factory``'s decay), in numpy."""
+    count += len(rows)
+    weight = 1 - decay ** len(rows)
+    return loc + weight * (rows.mean(0) - loc), var + weight * ((rows**2).mean(0) - var), count
+
+
+def test_workers_normalize_with_the_runs_statistics_merged_from_every_batch() -> None:
+    """env.normalize_observations with 2 workers: the run's statistics are VecNormV2's running
+    moments of the envs' first observations and of every step's raw next observation (computed
+    here in numpy from an in-process run without normalization: a policy that always pushes
+    right makes the same episodes whatever it sees); each batch is normalized with the statistics
+    of the batches before it; a state load rewinds workers and statistics, bit for bit."""
+    from tensordict import assert_close
+    from torchrl.collectors import Collector
+
+    from xdrl.algorithms.ppo import build
+    from xdrl.envs.factory import make_env
+    from xdrl.training.worker_norm import RunObservationNorm
+    from xdrl.training.workers import build_worker_collector
+
+    factory = partial(make_env, "CartPole-v1", batching="vector")
+    train_env = factory(num_envs=4, seed=0, normalize_observations=True)
+    parts = build(train_env, frames_per_batch=64, minibatch_size=64)
+    last = [m for m in parts.policy.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():  # always action 1: CartPole episodes of ~10 steps, 16 steps a batch
+        last.weight.zero_()
+        last.bias.copy_(torch.tensor([-30.0, 30.0]))
+    norm = RunObservationNorm(train_env)
+    collector = build_worker_collector(
+        partial(factory, normalize_observations=True), parts.policy, workers=2, num_envs=4,
+        seed=0, frames_per_batch=64, total_frames=64 * 8, init_random_frames=0, device="cpu",
+        observation_norm=norm)  # fmt: skip
+    try:
+        batches, got, stats = iter(collector), [], []
+        for k in range(4):
+            got.append(next(batches).clone())
+            stats.append(norm.statistics())
+            if k == 1:
+                state = collector.state_dict()
+        collector.load_state_dict(state)  # back to 2 batches: the workers and the statistics
+        rewound = norm.statistics()
+        again = [next(batches).clone() for _ in range(2)]
+        again_stats = norm.statistics()
+    finally:
+        collector.shutdown()
+    for mine, theirs in ((rewound, stats[1]), (again_stats, stats[3])):
+        assert all(torch.equal(a, b) for a, b in zip(mine, theirs, strict=True))
+    for mine, theirs in zip(again, got[2:], strict=True):
+        assert_close(mine, theirs, rtol=0, atol=0)  # the 4th batch read the merged 3rd
+    raw = list(Collector(factory(num_envs=4, seed=0), parts.policy, frames_per_batch=64,
+                         total_frames=64 * 4))  # fmt: skip
+    assert all(bool(b["next", "done"].any()) for b in raw)  # episodes end inside each batch
+    loc, var, count = _ema(0.0, 0.0, 0, raw[0]["observation"][:, 0].double().numpy())
+    for k, (batch, reference) in enumerate(zip(got, raw, strict=True)):
+        assert "raw_observation" not in batch.keys() and "collector" not in batch.keys()
+        if k:  # normalized with the statistics after the batches before it (bias-corrected)
+            correction = 1 - 0.99999**count
+            mean, std = loc / correction, np.sqrt((var - loc**2) / correction)
+            expected = (reference["observation"][:, 1:].double().numpy() - mean) / std
+            np.testing.assert_allclose(batch["observation"][:, 1:].numpy(), expected, atol=1e-4)
+        for step in range(reference.shape[1]):
+            rows = reference["next", "observation"][:, step].double().numpy()
+            loc, var, count = _ema(loc, var, count, rows)
+        np.testing.assert_allclose(stats[k][0].numpy(), loc, rtol=1e-5)
+        np.testing.assert_allclose(stats[k][1].numpy(), var, rtol=1e-5)
+    assert norm.count == count == 4 + 4 * 64
 
 
 @pytest.mark.parametrize(

@@ -479,11 +479,13 @@ def _check_collector(cfg: DictConfig) -> None:
             f"{workers} workers cannot share env.num_envs={num_envs} envs evenly; set "
             f"collector.workers to {hint}, or env.num_envs to a multiple of {workers}",
         )
-    if cfg.env.normalize_observations:
+    if cfg.env.normalize_observations and not cfg.collector.sync:
         raise ConfigError(
             "env.normalize_observations",
-            "not supported with collector=multiprocess yet (each worker would keep its own "
-            "statistics); set env.normalize_observations=false, or collector=single",
+            "true with collector.sync=false is not supported (asynchronous workers collect while "
+            "the run merges their observations into the statistics, so what each worker "
+            "normalizes with would depend on timing); set collector.sync=true, or "
+            "env.normalize_observations=false",
         )
     if _recurrent(cfg):
         raise ConfigError(

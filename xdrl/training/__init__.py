@@ -6,5 +6,7 @@
   checkpoint a run resumes from.
 - ``env_state``: the train and evaluation envs saved mid-episode with each checkpoint.
 - ``loggers``: xdrl's TorchRL loggers (CSV, W&B, TensorBoard).
+- ``workers``: ``collector=multiprocess``, TorchRL's multi-process collectors with xdrl's worker
+  collectors; ``worker_norm``: the run's observation statistics, which the workers read.
 - ``precision``: fp32 or bf16 autocast; ``speedups``: process-wide fixes of per-call overheads.
 """

@@ -49,6 +49,7 @@ from xdrl.training.checkpointing import (
 from xdrl.training.env_state import EnvState
 from xdrl.training.loggers import WandbLogger, log_config, stable_run_id
 from xdrl.training.precision import Precision, device_has_bf16, resolve_precision
+from xdrl.training.worker_norm import RunObservationNorm, find_norm
 from xdrl.training.workers import WorkerCollector, build_worker_collector, set_env_threads
 
 log = logging.getLogger(__name__)
@@ -242,7 +243,8 @@ def _train_collector(
     spec: RunSpec, env_factory: Any, train_env: Any, parts: AlgorithmParts
 ) -> tuple[Any, WorkerCollector | None]:
     """The run's collector: in-process (:func:`build_collector`), or worker processes for
-    ``collector=multiprocess`` (then also returned second, to be stopped by ``Run.close``)."""
+    ``collector=multiprocess`` (then also returned second, to be stopped by ``Run.close``); with
+    workers, ``train_env``'s observation statistics are the run's, which the workers read."""
     if spec.collector.backend != "process":
         set_env_threads(train_env, spec.collector.env_threads)
         collector = build_collector(
@@ -256,6 +258,7 @@ def _train_collector(
         )
         return collector, None
     skip = spec.frame_skip  # TorchRL's collectors count agent steps; xdrl's budgets frames
+    norm = RunObservationNorm(train_env) if find_norm(train_env) is not None else None
     workers = build_worker_collector(
         env_factory,
         parts.policy,
@@ -270,6 +273,7 @@ def _train_collector(
         env_threads=spec.collector.env_threads,
         sync=spec.collector.sync,
         update_interval=spec.collector.update_interval,
+        observation_norm=norm,
     )
     return workers, workers
 

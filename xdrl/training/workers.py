@@ -25,6 +25,8 @@ worker's envs in threads (:func:`set_env_threads`). The rest xdrl adds is proces
   (:class:`WorkerFailed`): the worker's collector (:class:`FaultReportingCollector`) writes the
   exception into a file before the worker exits, where TorchRL's parent only sees an exit code.
   Both worker collectors share this and the exact-resume state (:class:`_FaultReporting`).
+- With ``env.normalize_observations`` the workers normalize with the run's statistics, which the
+  run merges from every batch's raw observations (:mod:`xdrl.training.worker_norm`).
 - The run's torch thread count is kept (TorchRL lowers it by the worker count at start and
   raises it at shutdown); each worker runs 1 thread.
 """
@@ -32,6 +34,7 @@ worker's envs in threads (:func:`set_env_threads`). The rest xdrl adds is proces
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import multiprocessing
 import os
@@ -62,6 +65,7 @@ from torchrl.envs.utils import ExplorationType
 from xdrl.envs.vector_env import VectorGymEnv
 from xdrl.lean.collector import VectorCollector
 from xdrl.training.env_state import EnvState
+from xdrl.training.worker_norm import RunObservationNorm, link_worker_norm, relinked
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,7 @@ _FAULT_FILE = "worker-{}.txt"
 EPISODES, EPISODES_NOTE, RNG = "xdrl_episodes", "xdrl_episodes_note", "xdrl_torch_rng"
 _TRAJ_IDS = ("collector", "traj_ids")  # TorchRL's parent counts a worker's frames by it
 NO_EPISODES = "the checkpoint holds no worker episodes (written before exact resume with workers)"
+ENV_STATE = "env_state_dict"  # collector=single's key for its env's transform state
 
 
 _STARTED: weakref.WeakSet[WorkerCollector] = weakref.WeakSet()  # for stop_started_workers
@@ -137,7 +142,8 @@ class _FaultReporting:
         state = OrderedDict(state_dict)
         blob, rng = state.pop(EPISODES, None), state.pop(RNG, None)
         state.pop(EPISODES_NOTE, None)
-        super().load_state_dict(state, **kwargs)  # type: ignore[misc]
+        with relinked(self.env):  # a normalizing worker stays on the run's statistics
+            super().load_state_dict(state, **kwargs)  # type: ignore[misc]
         if blob is not None:
             EnvState(self.env, self).load_state_dict({"blob": blob})
         if rng is not None:
@@ -248,8 +254,15 @@ class WorkerCollector(MultiCollector):
 
     saves_episodes = True  # its state_dict holds the workers' envs and episodes (EnvState's)
 
-    def __init__(self, *args: Any, fault_dir: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        fault_dir: str,
+        observation_norm: RunObservationNorm | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.fault_dir = fault_dir
+        self.observation_norm = observation_norm
         self.resume_note: str | None = None
         _STARTED.add(self)
         try:
@@ -264,6 +277,8 @@ class WorkerCollector(MultiCollector):
         batches have none."""
         with self._dead_worker_named():
             for batch in super().iterator():
+                if self.observation_norm is not None:  # the workers wait meanwhile
+                    batch = self.observation_norm.merge(batch)
                 yield batch.exclude(_TRAJ_IDS[0])
 
     def update_policy_weights_(self, *args: Any, **kwargs: Any) -> None:
@@ -293,9 +308,15 @@ class WorkerCollector(MultiCollector):
 
     def state_dict(self) -> OrderedDict:
         """TorchRL's ``state_dict`` (asked of every worker, for a checkpoint); a worker that
-        died meanwhile raises :class:`WorkerFailed`, not the pipe's error."""
+        died meanwhile raises :class:`WorkerFailed`, not the pipe's error. With observation
+        normalization, the run's statistics sit under ``env_state_dict``, as ``collector=single``
+        saves them (where ``xdrl-eval`` reads them)."""
         with self._dead_worker_named():
-            return super().state_dict()
+            state = super().state_dict()
+        if self.observation_norm is not None:
+            state = copy.deepcopy(state)  # the workers' entries hold the live shared statistics
+            state[ENV_STATE] = self.observation_norm.state_dict()
+        return state
 
     @contextlib.contextmanager
     def _dead_worker_named(self) -> Iterator[None]:
@@ -338,8 +359,13 @@ class WorkerCollector(MultiCollector):
 
     def load_state_dict(self, state_dict: OrderedDict) -> None:
         """TorchRL's load on every worker; :attr:`resume_note` then says what was not restored
-        (None: every worker's episodes and generator, an exact resume)."""
+        (None: every worker's episodes and generator, an exact resume). The run's
+        observation statistics, where saved, go into the tensors the workers read."""
+        state_dict = OrderedDict(state_dict)
+        statistics = state_dict.pop(ENV_STATE, None)
         super().load_state_dict(state_dict)
+        if self.observation_norm is not None and statistics is not None:
+            self.observation_norm.load_state_dict(statistics)
         notes = []
         for i in range(self.num_workers):
             worker = state_dict[f"worker{i}"]
@@ -462,14 +488,24 @@ def set_env_threads(env: Any, threads: int) -> None:
 
 
 def _worker_factory(
-    factory: Callable[..., Any], *, num_envs: int, seed: int, device: str, env_threads: int = 1
+    factory: Callable[..., Any],
+    *,
+    num_envs: int,
+    seed: int,
+    device: str,
+    env_threads: int = 1,
+    observation_statistics: dict[str, Any] | None = None,
 ) -> Any:
     """Worker-side env: the run's factory with this worker's share of envs and seeds; in a
     worker process, its torch generator (the policy's action sampling) is seeded too, so a run
-    with workers repeats itself under the same seed."""
+    with workers repeats itself under the same seed. ``observation_statistics``: the run's
+    shared normalization statistics, which the env's ``VecNormV2`` then reads, frozen
+    (:func:`~xdrl.training.worker_norm.link_worker_norm`)."""
     if multiprocessing.parent_process() is not None:
         torch.manual_seed(seed)
     env = factory(num_envs=num_envs, seed=seed, device=device)
+    if observation_statistics is not None:
+        link_worker_norm(env, observation_statistics)
     set_env_threads(env, env_threads)
     return env
 
@@ -489,6 +525,7 @@ def build_worker_collector(
     env_threads: int = 1,
     sync: bool = True,
     update_interval: int = 1,
+    observation_norm: RunObservationNorm | None = None,
 ) -> WorkerCollector:
     """``workers`` processes, each stepping ``num_envs / workers`` envs of ``env_factory`` (the
     run's ``env`` node, partial), with ``policy``; counts in agent steps, as TorchRL's. ``lean``:
@@ -498,8 +535,16 @@ def build_worker_collector(
 
     ``sync``: every batch is the workers' batches joined, the weights pushed before each
     (:class:`SyncWorkerCollector`); else each batch is one worker's ``frames_per_batch`` frames
-    and the weights go out every ``update_interval`` batches (:class:`AsyncWorkerCollector`)."""
+    and the weights go out every ``update_interval`` batches (:class:`AsyncWorkerCollector`).
+
+    ``observation_norm``: the run's normalization statistics, which every worker normalizes
+    with and every batch updates (synchronous workers only: :mod:`xdrl.training.worker_norm`)."""
+    if observation_norm is not None and not sync:
+        raise ValueError("observation normalization needs synchronous workers (sync=True)")
     per_worker = num_envs // workers
+    env_kwargs = (
+        {"observation_statistics": observation_norm.worker_statistics()} if observation_norm else {}
+    )
     env_fns = [
         partial(
             _worker_factory,
@@ -534,7 +579,9 @@ def build_worker_collector(
         num_sub_threads=1,
         init_fn=worker_init,
         collector_class=partial(inner, fault_dir=fault_dir),
+        create_env_kwargs=[env_kwargs] * workers,  # passed as shared memory, not pickled copies
         fault_dir=fault_dir,
+        observation_norm=observation_norm,
         **layout,
     )
     torch.set_num_threads(threads)

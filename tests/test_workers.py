@@ -66,8 +66,6 @@ RUN = [
         ([*WORKERS, "algorithm=dqn", "collector.sync=false", "env.normalize_observations=true"],
          "true with collector.sync=false is not supported (asynchronous workers collect while "
          "the run merges"),
-        ([*WORKERS, "algorithm.build.recurrent=lstm", "algorithm.build.minibatch_size=2048"],
-         "multiprocess with a recurrent policy (algorithm.build.recurrent) is not supported yet"),
         (["collector.env_threads=2", "env.batching=serial"],
          "2 threads step the envs of env.batching=vector only, not serial"),
         ([*WORKERS, "collector.sync=false"],
@@ -127,6 +125,40 @@ def test_workers_log_the_same_metric_keys_and_counters_as_the_in_process_run(
         assert logged[name]["counters/total_frames"] == [(0, 0.0)] + [(f, f) for f in batches]
         assert logged[name]["counters/current_frames"] == [(f, 256.0) for f in batches]
         assert [step for step, _ in logged[name]["train/agents/loss_objective"]] == batches
+
+
+def test_recurrent_workers_store_the_states_their_steps_ran_from(tmp_path: Path) -> None:
+    """A recurrent PPO collected by 2 workers: every stored log-probability and value of the
+    second batch (rows that start mid-episode from a carried state, episodes that start inside
+    rows) is what TorchRL's recurrent-mode forward gives from the stored states, so each
+    worker's envs carried the cells' states step to step and zeroed them at ``is_init``."""
+    from torchrl.modules import set_recurrent_mode
+
+    from xdrl.algorithms.recurrent import state_keys, zero_at_starts
+    from xdrl.training.build import build_trainer
+
+    cfg = compose_config(
+        ["experiment=cartpole_novel_lstm", *WORKERS, "env.num_envs=4", "frames_per_batch=256",
+         "total_frames=512", "logging=none", "eval=none", "checkpoint=none", "num_threads=1"],
+        tmp_path / "run",
+    )  # fmt: skip
+    run_ = build_trainer(cfg)
+    try:
+        batches = [batch.clone() for batch, _ in zip(run_.trainer.collector, range(2))]
+    finally:
+        run_.close()
+    batch = batches[1]
+    assert batch.batch_size == torch.Size([4, 64])
+    assert batch["is_init"][:, 1:].any(), "no episode started inside a row: the test would not bite"
+    assert (~batch["is_init"][:, 0]).any() and batch["actor_c"][:, 0].abs().sum() > 0
+    loss = run_.trainer.loss_module
+    actor, critic = loss.actor_network, loss.critic_network
+    keys = [*state_keys(actor), *state_keys(critic)]
+    with set_recurrent_mode(True), torch.no_grad():
+        log_prob = actor.get_dist(zero_at_starts(batch, keys)).log_prob(batch["action"])
+        value = critic(zero_at_starts(batch, keys))["state_value"]
+    torch.testing.assert_close(log_prob, batch["action_log_prob"], rtol=0, atol=1e-5)
+    torch.testing.assert_close(value, batch["state_value"], rtol=0, atol=1e-5)
 
 
 def test_async_dqn_workers_train_stop_and_resume_with_the_in_process_keys(

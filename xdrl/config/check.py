@@ -487,12 +487,6 @@ def _check_collector(cfg: DictConfig) -> None:
             "normalizes with would depend on timing); set collector.sync=true, or "
             "env.normalize_observations=false",
         )
-    if _recurrent(cfg):
-        raise ConfigError(
-            "collector",
-            "multiprocess with a recurrent policy (algorithm.build.recurrent) is not supported yet "
-            "(the workers' envs carry no hidden state); set collector=single",
-        )
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if cores and workers > cores:
         log.warning(

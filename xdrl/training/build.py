@@ -244,7 +244,8 @@ def _train_collector(
 ) -> tuple[Any, WorkerCollector | None]:
     """The run's collector: in-process (:func:`build_collector`), or worker processes for
     ``collector=multiprocess`` (then also returned second, to be stopped by ``Run.close``); with
-    workers, ``train_env``'s observation statistics are the run's, which the workers read."""
+    workers, ``train_env``'s observation statistics are the run's, which the workers read, and
+    each worker's envs get the recurrent policy's state primers (made for their batch size)."""
     if spec.collector.backend != "process":
         set_env_threads(train_env, spec.collector.env_threads)
         collector = build_collector(
@@ -274,6 +275,7 @@ def _train_collector(
         sync=spec.collector.sync,
         update_interval=spec.collector.update_interval,
         observation_norm=norm,
+        state_primers=recurrent_primers(parts.policy),
     )
     return workers, workers
 

@@ -495,17 +495,21 @@ def _worker_factory(
     device: str,
     env_threads: int = 1,
     observation_statistics: dict[str, Any] | None = None,
+    state_primers: Any = None,
 ) -> Any:
     """Worker-side env: the run's factory with this worker's share of envs and seeds; in a
     worker process, its torch generator (the policy's action sampling) is seeded too, so a run
     with workers repeats itself under the same seed. ``observation_statistics``: the run's
     shared normalization statistics, which the env's ``VecNormV2`` then reads, frozen
-    (:func:`~xdrl.training.worker_norm.link_worker_norm`)."""
+    (:func:`~xdrl.training.worker_norm.link_worker_norm`). ``state_primers``: a recurrent
+    policy's state entries, appended (a copy) as the run appends them to its own env."""
     if multiprocessing.parent_process() is not None:
         torch.manual_seed(seed)
     env = factory(num_envs=num_envs, seed=seed, device=device)
     if observation_statistics is not None:
         link_worker_norm(env, observation_statistics)
+    if state_primers is not None:
+        env.append_transform(copy.deepcopy(state_primers))
     set_env_threads(env, env_threads)
     return env
 
@@ -526,6 +530,7 @@ def build_worker_collector(
     sync: bool = True,
     update_interval: int = 1,
     observation_norm: RunObservationNorm | None = None,
+    state_primers: Any = None,
 ) -> WorkerCollector:
     """``workers`` processes, each stepping ``num_envs / workers`` envs of ``env_factory`` (the
     run's ``env`` node, partial), with ``policy``; counts in agent steps, as TorchRL's. ``lean``:
@@ -538,7 +543,9 @@ def build_worker_collector(
     and the weights go out every ``update_interval`` batches (:class:`AsyncWorkerCollector`).
 
     ``observation_norm``: the run's normalization statistics, which every worker normalizes
-    with and every batch updates (synchronous workers only: :mod:`xdrl.training.worker_norm`)."""
+    with and every batch updates (synchronous workers only: :mod:`xdrl.training.worker_norm`).
+    ``state_primers``: a recurrent policy's state entries (TorchRL's primers), added to every
+    worker's envs so that its collector carries the hidden states as the in-process one does."""
     if observation_norm is not None and not sync:
         raise ValueError("observation normalization needs synchronous workers (sync=True)")
     per_worker = num_envs // workers
@@ -553,6 +560,7 @@ def build_worker_collector(
             seed=seed + i * per_worker,
             device=device,
             env_threads=env_threads,
+            state_primers=state_primers,
         )
         for i in range(workers)
     ]

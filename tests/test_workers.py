@@ -6,6 +6,7 @@ budgets are a few batches; speed is measured by ``benchmarks/modes/collectors.py
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -144,7 +145,7 @@ def test_recurrent_workers_store_the_states_their_steps_ran_from(tmp_path: Path)
     )  # fmt: skip
     run_ = build_trainer(cfg)
     try:
-        batches = [batch.clone() for batch, _ in zip(run_.trainer.collector, range(2))]
+        batches = [batch.clone() for batch in itertools.islice(run_.trainer.collector, 2)]
     finally:
         run_.close()
     batch = batches[1]

@@ -129,17 +129,19 @@ def test_workers_log_the_same_metric_keys_and_counters_as_the_in_process_run(
 
 
 def test_recurrent_workers_store_the_states_their_steps_ran_from(tmp_path: Path) -> None:
-    """A recurrent PPO collected by 2 workers: every stored log-probability and value of the
+    """A recurrent PPO collected by a worker: every stored log-probability and value of the
     second batch (rows that start mid-episode from a carried state, episodes that start inside
-    rows) is what TorchRL's recurrent-mode forward gives from the stored states, so each
-    worker's envs carried the cells' states step to step and zeroed them at ``is_init``."""
+    rows) is what TorchRL's recurrent-mode forward gives from the stored states, so the worker's
+    envs carried the cells' states step to step and zeroed them at ``is_init``. One worker:
+    each costs a fresh interpreter, and the primers reach every worker the same way."""
     from torchrl.modules import set_recurrent_mode
 
     from xdrl.algorithms.recurrent import state_keys, zero_at_starts
     from xdrl.training.build import build_trainer
 
     cfg = compose_config(
-        ["experiment=cartpole_novel_lstm", *WORKERS, "env.num_envs=4", "frames_per_batch=256",
+        ["experiment=cartpole_novel_lstm", "collector=multiprocess", "collector.workers=1",
+         "env.num_envs=4", "frames_per_batch=256",
          "total_frames=512", "logging=none", "eval=none", "checkpoint=none", "num_threads=1"],
         tmp_path / "run",
     )  # fmt: skip

@@ -189,7 +189,7 @@ class EvaluationWatcher:
             trial.report(value, step=instance_step(frames, index))
             reported.add(instance_step(frames, index))
         if decide and new and trial.should_prune():
-            at = max(frames for frames, _, _ in new)
+            at = max(step // SEED_STRIDE for step in reported)  # the furthest seed's frames
             n = len(reported)
             self._prune(trial, at, f"signed-rank test against the best trial on {n} evaluations")
 

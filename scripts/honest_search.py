@@ -2,9 +2,9 @@
 x 3 seeds, as 90 single-seed trials, and as 30 x 3 with the Wilcoxon pruner; each search's top 3
 trials re-checked on the same 10 test seeds (1000-1009). The arms ``evals`` and ``median`` compare
 30 x 3 with and without the median pruner on evaluations during training (run with --joblib 3).
-The arms ``seeds_24k``, ``single_24k`` and ``wilcoxon_evals`` spend 24,576 frames per run (where a
-good configuration solves 10 of 10 test seeds) and run on 2 joblib workers (--joblib 2);
-``wilcoxon_evals`` evaluates every 2,048 frames and prunes with
+The arms ``seeds_24k``, ``single_24k``, ``evals_24k`` and ``wilcoxon_evals`` spend 24,576 frames
+per run (where a good configuration solves 10 of 10 test seeds) and run on 2 joblib workers
+(--joblib 2); ``evals_24k`` evaluates every 2,048 frames, and ``wilcoxon_evals`` adds
 ``hydra/sweeper/pruner=wilcoxon_evals`` (each seed's evaluation one Wilcoxon instance).
 
 Usage:
@@ -78,6 +78,12 @@ ARMS = {
         "hydra.sweeper.n_trials=90",
         "total_frames=24576",
     ],
+    "evals_24k": [
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "total_frames=24576",
+        "eval.interval_frames=2048",
+    ],
     "wilcoxon_evals": [
         "hydra.sweeper.seeds_per_trial=3",
         "hydra.sweeper.n_trials=30",
@@ -95,6 +101,7 @@ LABELS = {
     "median": "30 trials x 3 seeds, median pruner on the evaluations",
     "seeds_24k": "30 trials x 3 seeds, 24,576 frames",
     "single_24k": "90 trials x 1 seed, 24,576 frames",
+    "evals_24k": "30 trials x 3 seeds, 24,576 frames, evaluated every 2,048 frames",
     "wilcoxon_evals": "30 trials x 3 seeds, 24,576 frames, Wilcoxon on (seed, evaluation)",
 }
 

@@ -1,8 +1,8 @@
 """Pruning inside a trial's runs (issue 37): Optuna's median pruner judges a trial on the
 evaluations its jobs write while they train (with several seeds, their aggregate at each frame
-count), a pruned trial's jobs stop through ``stop-request.json`` and say ``pruned``; a real run
-asked to stop stops at a checkpoint that the same command resumes from; pruner settings with
-nothing to judge are one config error."""
+count), the Wilcoxon pruner on each (seed, evaluation) pair; a pruned trial's jobs stop through
+``stop-request.json`` and say ``pruned``; a real run asked to stop stops at a checkpoint that
+the same command resumes from; pruner settings with nothing to judge are one config error."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from optuna.trial import TrialState
 
 from hydra_plugins.xdrl_optuna.optuna_sweeper import OptunaSweeper
 from hydra_plugins.xdrl_optuna.pruning import WITHIN_RUNS, pruner_kind
+from hydra_plugins.xdrl_optuna.wilcoxon import EvaluationWilcoxonPruner
 from tests.conftest import CONF, compose_config
 from xdrl.config.errors import ConfigError
 from xdrl.run.layout import EVALUATIONS_FILE, STOP_REQUEST_FILE
@@ -44,10 +45,12 @@ class _TrainingLauncher:
         self.out = out
         self.storage = optuna.storages.InMemoryStorage()  # the sweeper's study lives here
         self.written: dict[str, int] = {}  # job folder -> evaluations written
+        self.step = lambda frames, seed: frames  # the Optuna step the sweep reports it at
 
-    def _reported(self, trial: int, frames: int) -> bool:
+    def _reported(self, trial: int, seed: int, frames: int) -> bool:
         study = optuna.load_study(study_name="study", storage=self.storage)
-        return frames in study.get_trials(deepcopy=False)[trial].intermediate_values
+        steps = study.get_trials(deepcopy=False)[trial].intermediate_values
+        return self.step(frames, seed) in steps
 
     def _job(self, overrides: dict[str, str]) -> JobReturn:
         folder = self.out / overrides["hydra.sweep.subdir"]
@@ -64,7 +67,8 @@ class _TrainingLauncher:
             with (folder / EVALUATIONS_FILE).open("a") as fh:
                 fh.write(json.dumps({"frames": frames, OBJECTIVE: value}) + "\n")
             written = step
-            while not self._reported(trial, frames) and not (folder / STOP_REQUEST_FILE).exists():
+            stop = folder / STOP_REQUEST_FILE
+            while not self._reported(trial, seed, frames) and not stop.exists():
                 threading.Event().wait(0.01)  # until the watcher read it or stopped the job
         self.written[folder.name] = written
         (folder / "summary.json").write_text(json.dumps({"status": status}))
@@ -133,6 +137,43 @@ def test_the_median_pruner_stops_a_trial_whose_evaluations_fall_below_the_median
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_the_wilcoxon_pruner_on_evaluations_stops_a_trial_behind_the_best_on_each(
+    tmp_path: Path,
+) -> None:
+    """Each (seed, evaluation) is one step, ``frames * 1000 + seed``: trial 0 (x = 0) has no
+    best to be compared with and completes. Trial 1 (x = -5) is 5 below it on every instance:
+    the one-sided signed-rank p-value is 1/16 on 4 instances (all ranks negative) and 1/32 on 5,
+    below 0.1, so it stops at the first read with 4 instances, before its seeds' last
+    evaluations. Trial 2 (x = 3) is above on every instance and completes."""
+    launcher = _TrainingLauncher(tmp_path)
+    launcher.step = lambda frames, seed: frames * 1000 + seed
+    pruner = EvaluationWilcoxonPruner(p_threshold=0.1, n_startup_steps=4)
+    sweeper = _sweeper(launcher, pruner, total_frames=4 * EVERY)
+    sweeper.n_trials = 3
+    study = sweeper._study(tmp_path)
+    for x in (0.0, -5.0, 3.0):
+        study.enqueue_trial({"x": x})
+    sweeper._run(study, SPACE, [], tmp_path)
+
+    first, pruned, last = study.get_trials()
+    assert [t.state for t in (first, pruned, last)] == [TrialState.COMPLETE, TrialState.PRUNED,
+                                                         TrialState.COMPLETE]  # fmt: skip
+    assert first.intermediate_values == {100_000: 10.0, 100_001: 30.0, 200_000: 20.0,
+                                         200_001: 40.0, 300_000: 30.0, 300_001: 50.0,
+                                         400_000: 40.0, 400_001: 60.0}  # fmt: skip
+    assert len(pruned.intermediate_values) in (4, 5)  # 2 seeds read while they run
+    for step, value in pruned.intermediate_values.items():
+        frames, seed = divmod(step, 1000)
+        assert value == CURVES[seed][frames // EVERY - 1] - 5.0
+    assert pruned.user_attrs["pruned_at_frames"] == max(
+        step // 1000 for step in pruned.intermediate_values
+    )
+    assert sum(launcher.written[f"1_seed{seed}"] for seed in (0, 1)) < 8
+    assert last.value == pytest.approx((40.0 + 60.0) / 2 + 3.0)
+    assert "pruned at" in (tmp_path / "study.md").read_text()
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 @pytest.mark.parametrize(
     ("pruner", "config", "message"),
     [
@@ -153,6 +194,11 @@ def test_the_median_pruner_stops_a_trial_whose_evaluations_fall_below_the_median
             {"eval": {"enabled": False, "interval_frames": 100}},
             "hydra.sweeper.pruner: SuccessiveHalvingPruner judges the evaluations",
         ),
+        (
+            "wilcoxon_evals",
+            {"eval": {"enabled": True, "interval_frames": 400}},
+            "hydra.sweeper.pruner: EvaluationWilcoxonPruner judges the evaluations",
+        ),
     ],
 )
 def test_a_pruner_with_nothing_to_judge_is_one_config_error(
@@ -167,7 +213,8 @@ def test_a_pruner_with_nothing_to_judge_is_one_config_error(
     assert str(err.value).startswith(message)
 
 
-@pytest.mark.parametrize("name", ["median", "halving", "hyperband"])
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.parametrize("name", ["median", "halving", "hyperband", "wilcoxon_evals"])
 def test_each_pruner_preset_builds_a_pruner_that_judges_evaluations(name: str) -> None:
     node = OmegaConf.load(CONF / "hydra" / "sweeper" / "pruner" / f"{name}.yaml")
     assert pruner_kind(instantiate(node)()) == WITHIN_RUNS
@@ -210,12 +257,12 @@ def test_a_run_asked_to_stop_stops_at_a_checkpoint_the_same_command_resumes(
         (
             "optuna.pruners.NoSuchPruner",
             "hydra.sweeper.pruner._target_: optuna.pruners.NoSuchPruner does not exist; pick "
-            "hydra/sweeper/pruner=halving|hyperband|median|none|wilcoxon",
+            "hydra/sweeper/pruner=halving|hyperband|median|none|wilcoxon|wilcoxon_evals",
         ),
         (
             "nosuch.Pruner",
             "hydra.sweeper.pruner._target_: nosuch.Pruner does not exist; pick "
-            "hydra/sweeper/pruner=halving|hyperband|median|none|wilcoxon",
+            "hydra/sweeper/pruner=halving|hyperband|median|none|wilcoxon|wilcoxon_evals",
         ),
     ],
 )

@@ -57,6 +57,7 @@ from hydra_plugins.xdrl_optuna.objectives import frames_to_reach
 from hydra_plugins.xdrl_optuna.pruning import (
     BETWEEN_SEEDS,
     POLL_S,
+    SEED_STRIDE,
     WITHIN_RUNS,
     EvaluationWatcher,
     pruner_kind,
@@ -407,20 +408,27 @@ class OptunaSweeper(Sweeper):
     def _check_pruner(self) -> None:
         """An Optuna pruner that has steps to judge: two seeds or more for Wilcoxon, evaluations
         during the runs for the others."""
-        from optuna.pruners import BasePruner
+        from optuna.pruners import BasePruner, WilcoxonPruner
 
         assert self.config is not None
         if self.pruner is not None and not isinstance(self.pruner, BasePruner):
             raise ConfigError(
                 "hydra.sweeper.pruner",
                 f"{type(self.pruner).__name__} is not an Optuna pruner; pick "
-                "hydra/sweeper/pruner=none|wilcoxon|median|halving|hyperband",
+                "hydra/sweeper/pruner=none|wilcoxon|wilcoxon_evals|median|halving|hyperband",
             )
         kind = self._prune_kind
         if kind == BETWEEN_SEEDS and self.seeds_per_trial < 2:
             raise ConfigError(
                 "hydra.sweeper.pruner",
                 "prunes between a trial's seeds; set seeds_per_trial >= 2 (or pruner=none)",
+            )
+        per_instance = kind == WITHIN_RUNS and isinstance(self.pruner, WilcoxonPruner)
+        if per_instance and self.seeds_per_trial > SEED_STRIDE:
+            raise ConfigError(
+                "hydra.sweeper.pruner",
+                f"numbers its instances for up to {SEED_STRIDE} seeds per trial and "
+                f"seeds_per_trial is {self.seeds_per_trial}; lower it",
             )
         if kind == WITHIN_RUNS:
             name = type(self.pruner).__name__
@@ -577,6 +585,8 @@ class OptunaSweeper(Sweeper):
         self, study: Any, seeds: list[int], sweep_dir: Path
     ) -> Callable[[list[Any]], EvaluationWatcher]:
         """What watches a launch's trials for a pruner within runs (:mod:`.pruning`)."""
+        from optuna.pruners import WilcoxonPruner
+
         assert self.config is not None
         objective = str(self.config.objective)
 
@@ -589,6 +599,7 @@ class OptunaSweeper(Sweeper):
                 objective=objective,
                 aggregate_name=self.aggregate,
                 poll_s=self.poll_s,
+                per_instance=isinstance(self.pruner, WilcoxonPruner),
             )
 
         return watch

@@ -13,6 +13,10 @@ it stops after its current batch with a checkpoint and ``summary.json`` says ``p
 that had not started yet stops after its first batch. The trial is told ``PRUNED`` with the
 frames it was pruned at (user attribute ``pruned_at_frames``).
 
+``hydra/sweeper/pruner=wilcoxon_evals`` (:mod:`.wilcoxon`) reports each seed's evaluation as its
+own step instead (the instances of a signed-rank test against the best trial), as soon as that
+seed has written it.
+
 Optuna's ``WilcoxonPruner`` is the other kind: it judges a trial between its seeds (each seed's
 final value one step, :mod:`.seeded`). A study has one pruner, so one kind of step.
 """
@@ -36,6 +40,7 @@ log = logging.getLogger(__name__)
 BETWEEN_SEEDS = "seeds"  # WilcoxonPruner: a step per seed, judged between a trial's seeds
 WITHIN_RUNS = "evaluations"  # median, halving, ...: a step per evaluation, judged while it runs
 POLL_S = 1.0  # how often the sweep process reads the running jobs' evaluations
+SEED_STRIDE = 1000  # an instance's step: frames * SEED_STRIDE + the seed's index in its trial
 
 # A job's folder for (trial, seed)
 Folder = Callable[[Any, int], Path]
@@ -46,9 +51,19 @@ def pruner_kind(pruner: Any) -> str | None:
     pruning (None or ``NopPruner``)."""
     from optuna.pruners import NopPruner, WilcoxonPruner
 
+    from hydra_plugins.xdrl_optuna.wilcoxon import EvaluationWilcoxonPruner
+
     if pruner is None or isinstance(pruner, NopPruner):
         return None
+    if isinstance(pruner, EvaluationWilcoxonPruner):
+        return WITHIN_RUNS
     return BETWEEN_SEEDS if isinstance(pruner, WilcoxonPruner) else WITHIN_RUNS
+
+
+def instance_step(frames: int, seed_index: int) -> int:
+    """The Optuna step of one (seed, evaluation) instance, the same for the same seed index at
+    the same frames in every trial (``4096002``: the trial's third seed at 4,096 frames)."""
+    return frames * SEED_STRIDE + seed_index
 
 
 def objective_values(folder: Path, objective: str) -> dict[int, float]:
@@ -80,6 +95,10 @@ class EvaluationWatcher:
         objective: the evaluation key that scores a trial (``cfg.objective``).
         aggregate_name: how a step's value comes from the seeds' values (``iqm`` ...).
         poll_s: seconds between reads.
+        per_instance: report each seed's evaluation as its own step
+            (:func:`instance_step`) as soon as it is written, for
+            :class:`~.wilcoxon.EvaluationWilcoxonPruner`, instead of the aggregate once every
+            seed has it.
 
     Example:
         >>> with EvaluationWatcher(study, trials, seeds=[0, 1, 2], folder=f, objective=key,
@@ -97,6 +116,7 @@ class EvaluationWatcher:
         objective: str,
         aggregate_name: str,
         poll_s: float = POLL_S,
+        per_instance: bool = False,
     ) -> None:
         self.trials = list(trials)
         self.seeds = list(seeds)
@@ -104,6 +124,7 @@ class EvaluationWatcher:
         self.objective = objective
         self.aggregate_name = aggregate_name
         self.poll_s = poll_s
+        self.per_instance = per_instance
         self.pruned: dict[int, int] = {}  # trial number -> frames it was pruned at
         frozen = {t.number: t for t in study.get_trials(deepcopy=False)}
         self._reported = {t.number: set(frozen[t.number].intermediate_values) for t in trials}
@@ -143,26 +164,43 @@ class EvaluationWatcher:
             if trial.number in self.pruned:
                 continue
             per_seed = [objective_values(self.folder(trial, s), self.objective) for s in self.seeds]
+            if self.per_instance:
+                self._report_instances(trial, per_seed, decide)
+                continue
             common = set.intersection(*(set(v) for v in per_seed)) if per_seed else set()
             for frames in sorted(common - self._reported[trial.number]):
                 value = aggregate([values[frames] for values in per_seed], self.aggregate_name)
                 trial.report(value, step=frames)
                 self._reported[trial.number].add(frames)
                 if decide and trial.should_prune():
-                    self._prune(trial, frames, value)
+                    self._prune(trial, frames, f"{self.aggregate_name} {value:.4g}")
                     break
 
-    def _prune(self, trial: Any, frames: int, value: float) -> None:
+    def _report_instances(self, trial: Any, per_seed: list[dict[int, float]], decide: bool) -> None:
+        """Report each (seed, frames) evaluation not reported yet, then ask the pruner once."""
+        reported = self._reported[trial.number]
+        new = sorted(
+            (frames, index, value)
+            for index, values in enumerate(per_seed)
+            for frames, value in values.items()
+            if instance_step(frames, index) not in reported
+        )
+        for frames, index, value in new:
+            trial.report(value, step=instance_step(frames, index))
+            reported.add(instance_step(frames, index))
+        if decide and new and trial.should_prune():
+            at = max(step // SEED_STRIDE for step in reported)  # the furthest seed's frames
+            n = len(reported)
+            self._prune(trial, at, f"signed-rank test against the best trial on {n} evaluations")
+
+    def _prune(self, trial: Any, frames: int, detail: str) -> None:
         from xdrl.trainer_hooks.stop_request import write_stop_request
 
         self.pruned[trial.number] = frames
         trial.set_user_attr(PRUNED_AT_ATTR, frames)
-        reason = (
-            f"Optuna pruner: trial {trial.number} at {frames:,} frames, "
-            f"{self.aggregate_name} {value:.4g}"
-        )
-        log.info("Trial %d pruned at %d frames (%s %.4g): stopping its jobs", trial.number,
-                 frames, self.aggregate_name, value)  # fmt: skip
+        reason = f"Optuna pruner: trial {trial.number} at {frames:,} frames, {detail}"
+        log.info("Trial %d pruned at %d frames (%s): stopping its jobs", trial.number, frames,
+                 detail)  # fmt: skip
         for seed in self.seeds:
             folder = self.folder(trial, seed)
             write_stop_request(folder, "pruned", reason)

@@ -51,11 +51,9 @@ def pruner_kind(pruner: Any) -> str | None:
     pruning (None or ``NopPruner``)."""
     from optuna.pruners import NopPruner, WilcoxonPruner
 
-    from hydra_plugins.xdrl_optuna.wilcoxon import EvaluationWilcoxonPruner
-
     if pruner is None or isinstance(pruner, NopPruner):
         return None
-    if isinstance(pruner, EvaluationWilcoxonPruner):
+    if getattr(pruner, "judges_evaluations", False):  # .wilcoxon.EvaluationWilcoxonPruner
         return WITHIN_RUNS
     return BETWEEN_SEEDS if isinstance(pruner, WilcoxonPruner) else WITHIN_RUNS
 

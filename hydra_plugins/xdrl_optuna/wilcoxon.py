@@ -39,3 +39,8 @@ class EvaluationWilcoxonPruner(WilcoxonPruner):
     Example:
         >>> pruner = EvaluationWilcoxonPruner(p_threshold=0.1, n_startup_steps=6)
     """
+
+    # What :func:`~.pruning.pruner_kind` reads, rather than this class: Hydra's plugin scan
+    # executes every ``hydra_plugins`` module again, so an instance made before the scan is not
+    # an instance of the class the module holds after it.
+    judges_evaluations = True

@@ -137,7 +137,15 @@ class LeanClipPPOLoss(ClipPPOLoss):
     def _lean_options(self) -> bool:
         return (
             isinstance(self.actor_network, CategoricalActor)
-            and not self.functional
+            and self._plain_options()
+            and list(self.critic_network.in_keys) == ["observation"]
+        )
+
+    def _plain_options(self) -> bool:
+        """Whether the loss uses only the options the tensor-level arithmetic covers (no value
+        clipping, delayed actor, ratio cap, running advantage norm; mean reduction, l2)."""
+        return (
+            not self.functional
             and not self.clip_value
             and not self.delay_actor
             and self.max_importance_ratio is None
@@ -147,7 +155,6 @@ class LeanClipPPOLoss(ClipPPOLoss):
             and not len(self.normalize_advantage_exclude_dims)
             and self.loss_critic_type == "l2"
             and not self.separate_losses
-            and list(self.critic_network.in_keys) == ["observation"]
         )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:

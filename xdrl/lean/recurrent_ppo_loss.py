@@ -42,6 +42,7 @@ from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
 from torchrl.modules import GRUModule, LSTMModule, ProbabilisticActor
 
+from xdrl.lean.categorical_actor import CategoricalActor
 from xdrl.lean.ppo_loss import LeanClipPPOLoss
 
 
@@ -129,20 +130,8 @@ class LeanRecurrentPPOLoss(LeanClipPPOLoss):
             critic_module = self.critic_network
             critic = _cell_net(critic_module)
             feed_forward = critic is None and list(critic_module.in_keys) == ["observation"]
-            ok = (
-                actor is not None
-                and (critic is not None or feed_forward)
-                and not self.functional
-                and not self.clip_value
-                and not self.delay_actor
-                and self.max_importance_ratio is None
-                and self.advantage_norm is None
-                and self.reduction == "mean"
-                and self._entropy_coeff_map is None
-                and not len(self.normalize_advantage_exclude_dims)
-                and self.loss_critic_type == "l2"
-                and not self.separate_losses
-            )
+            ok = actor is not None and (critic is not None or feed_forward)
+            ok = ok and self._plain_options()
             self.__dict__.update(_recurrent_ok=ok, _actor_net=actor, _critic_net=critic)
         return self.__dict__["_recurrent_ok"]
 
@@ -165,11 +154,9 @@ class LeanRecurrentPPOLoss(LeanClipPPOLoss):
         critic: _CellNet | None = self.__dict__["_critic_net"]
         actor_embed = actor.encoder(flat_observation)
         logits = actor.head(_run_cell(actor, actor_embed, tensordict, pieces))
-        log_p = logits.log_softmax(-1)
-        log_prob = log_p.gather(-1, tensordict.get(keys.action).reshape(-1, 1)).squeeze(-1)
-        entropy = None
-        if self.entropy_bonus:
-            entropy = -(log_p.clamp(min=torch.finfo(log_p.dtype).min) * log_p.exp()).sum(-1)
+        log_prob, entropy = CategoricalActor.log_prob_entropy_of_logits(
+            logits, tensordict.get(keys.action).reshape(-1), entropy=self.entropy_bonus
+        )
         if critic is not None:
             shared = critic.encoder is actor.encoder
             critic_embed = actor_embed if shared else critic.encoder(flat_observation)

@@ -15,6 +15,7 @@ Usage:
     python scripts/honest_search.py run median --joblib 3 --out bench/honest
     python scripts/honest_search.py run seeds_24k --joblib 2 --out bench/honest  # and single_24k,
     python scripts/honest_search.py run wilcoxon_evals --joblib 2 --out bench/honest  # side by side
+    python scripts/honest_search.py holdout --out bench/honest        # picks on seeds 2000-2009
     python scripts/honest_search.py table --out bench/honest          # the Markdown table
     python scripts/honest_search.py plot --out bench/honest --png docs/reports/honest-search.png
 
@@ -24,6 +25,11 @@ arm's overrides, in ``<out>/<arm>``; the table reads what the sweeps wrote
 sweep's wall time, its CPU time (the sweep process and every job, whatever the machine's load)
 and its search wall time (until the first re-check job started). A seed "solves" when its final
 10-episode deterministic evaluation reaches the threshold (475, CartPole's usual mark).
+
+The re-check's own seeds choose the recommendation, so its count of solved seeds leans
+optimistic; ``holdout`` runs each arm's recommended trial and the search's own winner on seeds
+2000-2009, which chose nothing (``<out>/<arm>/holdout/<trial>_seed<seed>/``), and the table
+shows their counts.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ import yaml
 
 XDRL_TRAIN = str(Path(sys.executable).with_name("xdrl-train"))
 THRESHOLD = 475.0
+HOLDOUT_SEEDS = range(2000, 2010)  # disjoint from the tuning seeds (0-2) and the re-check's (1000+)
+OBJECTIVE = "eval/deterministic/reward/episode_reward_mean"
 BASE = ["-m", "experiment=cartpole_ppo", "hparams_search=ppo_cartpole_seeds", "num_threads=1",
         "logging=none", "checkpoint=none"]  # fmt: skip
 ARMS = {
@@ -182,13 +190,44 @@ def _search_wall(sweep_dir: Path, jobs: list[dict]) -> float | None:
     return round(min(rechecks) - float(started.read_text()), 1)
 
 
+def holdout(sweep_dir: Path) -> None:
+    """Run the recommended trial and the search's winner on the held-out seeds, one run at a
+    time, each with its re-check command (``recheck/<trial>_seed<first>/.hydra/overrides.yaml``)
+    and another seed; runs that finished are kept."""
+    results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
+    rows = results.get("recheck") or []
+    trials = dict.fromkeys(t for t in (rows[0]["trial"] if rows else None, results["best_trial"]))
+    for trial in (t for t in trials if t is not None):
+        source = sorted((sweep_dir / "recheck").glob(f"{trial}_seed*"))[0]
+        overrides = yaml.safe_load((source / ".hydra" / "overrides.yaml").read_text())
+        kept = [o for o in overrides if not o.startswith("seed=")]
+        for seed in HOLDOUT_SEEDS:
+            run_dir = sweep_dir / "holdout" / f"{trial}_seed{seed}"
+            if not (run_dir / "summary.json").is_file():
+                args = [XDRL_TRAIN, *kept, f"seed={seed}", f"hydra.run.dir={run_dir}"]
+                subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+
+
+def holdout_solved(sweep_dir: Path, trial: int | None) -> str:
+    """``solved/runs`` of a trial on the held-out seeds ("-" where none ran)."""
+    values = [
+        json.loads((sweep_dir / "holdout" / f"{trial}_seed{s}" / "summary.json").read_text())[
+            "eval"
+        ][OBJECTIVE]
+        for s in HOLDOUT_SEEDS
+        if (sweep_dir / "holdout" / f"{trial}_seed{s}" / "summary.json").is_file()
+    ]
+    return f"{sum(v >= THRESHOLD for v in values)}/{len(values)}" if values else "-"
+
+
 def table(out: Path) -> str:
     """The Markdown table of every arm under ``out``."""
     lines = [
         "| arm | search jobs (pruned) | frames trained | job-seconds | CPU s (all) |"
         " search wall s | sweep wall s | search winner: search IQM -> test IQM"
-        f" (seeds >= {THRESHOLD:g}) | after re-check: test IQM [95% CI] (seeds >= {THRESHOLD:g}) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f" (seeds >= {THRESHOLD:g}) | after re-check: test IQM [95% CI] (seeds >= {THRESHOLD:g}) |"
+        " held-out seeds solved: winner, re-checked pick |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for arm in ARMS:
         if not (out / arm / "optimization_results.yaml").is_file():
@@ -201,7 +240,9 @@ def table(out: Path) -> str:
             f"{r['sweep_wall_s']} | "
             f"trial {r['winner']}: {_f(r['winner_search'])} -> {_f(r['winner_test'])} "
             f"({r['winner_solved']}) | trial {r['recommended']}: {_f(r['recommended_test'])}"
-            f"{f' [{ci[0]:.1f}, {ci[1]:.1f}]' if ci else ''} ({r['recommended_solved']}) |"
+            f"{f' [{ci[0]:.1f}, {ci[1]:.1f}]' if ci else ''} ({r['recommended_solved']}) | "
+            f"{holdout_solved(out / arm, r['winner'])}, "
+            f"{holdout_solved(out / arm, r['recommended'])} |"
         )
     return "\n".join(lines)
 
@@ -240,7 +281,7 @@ def _f(value: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["run", "table", "plot"])
+    parser.add_argument("what", choices=["run", "holdout", "table", "plot"])
     parser.add_argument("arm", nargs="?", choices=sorted(ARMS))
     parser.add_argument("--out", type=Path, default=Path("bench/honest"))
     parser.add_argument("--png", type=Path, default=Path("honest-search.png"))
@@ -255,6 +296,10 @@ def main() -> None:
         )
         seed = [f"hydra.sweeper.sampler.seed={args.sampler_seed}"]
         run_arm(args.arm, args.out.resolve(), [*launcher, *seed])
+    elif args.what == "holdout":
+        for arm in [args.arm] if args.arm else list(ARMS):
+            if (args.out / arm / "optimization_results.yaml").is_file():
+                holdout(args.out / arm)
     elif args.what == "plot":
         plot(args.out, args.png)
     else:

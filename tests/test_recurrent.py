@@ -23,7 +23,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import LSTMModule, set_recurrent_mode
 
 import xdrl.run.lifecycle
-from tests.conftest import compose_config, read_summary
+from tests.conftest import compose_config, read_summary, run_cli
 from tests.test_exact_resume import _assert_same_run, _left_by_a_kill_after
 from tests.test_export import _guide_example, _run_example
 from xdrl.algorithms import ppo
@@ -480,3 +480,30 @@ def test_run_resumed_mid_episode_logs_what_the_uninterrupted_run_logs(
     assert any((first / "components").glob("*reward_normalizer*"))  # the preset's running std
     xdrl.run.lifecycle.run(compose_config([*SMALL, *RUNS["ppo-lstm-preset"]], run_dir))
     _assert_same_run(reference, run_dir, stopped_at)
+
+
+# Training quality (make test-slow, which CI runs)
+
+WITHOUT_MEMORY = [
+    "algorithm.build.recurrent=null",
+    "algorithm.build.recurrent_critic=false",
+    "algorithm.build.actor_cells=[64]",
+    "algorithm.build.critic_cells=[64]",
+]
+
+
+@pytest.mark.slow  # 99,840 frames of a feed-forward PPO (~20-45 s)
+def test_the_novel_preset_without_memory_stays_far_below_its_mark(tmp_path: Path) -> None:
+    """CartPole without velocity tests memory only if a policy without it cannot solve it: the
+    preset's budget and settings with 64-unit layers in place of the cells end far below 475
+    (about 40 on seeds 0-2: a policy that sees positions but not velocities)."""
+    run_dir = tmp_path / "no_memory"
+    result = run_cli(
+        ["experiment=cartpole_novel_lstm", *WITHOUT_MEMORY, "seed=0", "num_threads=1",
+         "logging=none", "checkpoint=none", f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(run_dir)
+    assert summary["total_frames"] == 99_840
+    assert summary["eval"]["eval/deterministic/reward/episode_reward_mean"] < 100.0

@@ -183,8 +183,9 @@ class RunSpec:
 
     @property
     def collector_workers(self) -> int:
-        """Collector worker processes (``collector=multiprocess``; 0: envs step in this one)."""
-        return self.collector.workers if self.collector.backend == "process" else 0
+        """Collector worker processes (``collector=multiprocess`` or ``collector=ray``, whose
+        actors may share this machine's cores; 0: envs step in this one)."""
+        return self.collector.workers if self.collector.backend != "single" else 0
 
     @property
     def batch_frames(self) -> int:

@@ -88,6 +88,12 @@ class _RayWorker:
         """This actor's process id."""
         return os.getpid()
 
+    def __bool__(self) -> bool:
+        """True: Ray tests an actor whose method raised for truth, which would call TorchRL's
+        ``__len__`` (a float for an endless collector: the actor died of a TypeError instead
+        of handing over the env's exception)."""
+        return True
+
 
 class RayLeanCollector(_RayWorker, LeanWorkerCollector):
     """:class:`~xdrl.training.workers.LeanWorkerCollector` as a Ray actor (TorchRL hands a

@@ -123,6 +123,11 @@ SET_IN_SOURCE = [
     ("torchrl.envs.libs.gym", "GymWrapper", "self._env", "render.py, xdrl/training/env_state.py"),
     ("torchrl.collectors", "Collector", "self._carrier", "xdrl/training/env_state.py"),
     ("torchrl.collectors", "MultiCollector", "self._frames", "xdrl/training/workers.py"),
+    # RayWorkerCollector.shutdown: stop the actors only if they started, release Ray's lease
+    *(
+        ("torchrl.collectors.distributed", "RayCollector", f"self.{name}", "ray_workers.py")
+        for name in ("_remote_collectors", "_runtime_lease")
+    ),
     *(
         ("torchrl.objectives.utils", "TargetNetUpdater", f"self.{name}", "off_policy.py")
         for name in ("_sources", "_targets")

@@ -41,7 +41,7 @@ import signal
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import ray
 import torch
@@ -180,7 +180,7 @@ class RayWorkerCollector(RayCollector):
             if self.observation_norm is not None:  # queued before the batch on each actor
                 statistics = self.observation_norm.worker_statistics()
                 self._call("load_observation_statistics", [(statistics,)] * self.num_workers)
-            batch = torch.cat(self._call("next"), 0)
+            batch = cast(TensorDictBase, torch.cat(self._call("next"), 0))
             self.collected_frames += batch.numel()
             if self.observation_norm is not None:
                 batch = self.observation_norm.merge(batch)
@@ -222,8 +222,10 @@ class RayWorkerCollector(RayCollector):
         return state
 
     def load_state_dict(self, state_dict: OrderedDict | list[OrderedDict]) -> None:
-        """Load each worker's saved state into its actor; :attr:`resume_note` then says what
-        was not restored (None: an exact resume)."""
+        """Load each worker's saved state into its actor (TorchRL's list, or by worker);
+        :attr:`resume_note` then says what was not restored (None: an exact resume)."""
+        if isinstance(state_dict, list):
+            state_dict = OrderedDict((f"worker{i}", s) for i, s in enumerate(state_dict))
         state = OrderedDict(state_dict)
         statistics = state.pop(ENV_STATE, None)
         workers = [state[f"worker{i}"] for i in range(self.num_workers)]

@@ -71,16 +71,16 @@ _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGUSR2}
 
 
 class _RayWorker:
-    """What both actor collectors add for Ray: the env factory TorchRL hands over in a list is
-    unwrapped, the run's observation statistics can be loaded between batches, and the actor
-    tells its process id (logged by the run)."""
+    """What both actor collectors add for Ray: the run's observation statistics can be loaded
+    between batches, and the actor tells its process id (logged by the run)."""
 
     env: Any
 
     def load_observation_statistics(self, statistics: dict[str, Any]) -> None:
         """Copy the run's statistics into this actor's frozen ``VecNormV2`` (in place)."""
         norm = find_norm(self.env)
-        assert norm is not None, "an actor without observation normalization got statistics"
+        if norm is None:
+            raise ValueError("load_observation_statistics: this actor's env normalizes nothing")
         with kept_linked(norm, copy_values=True):
             norm.load_state_dict(statistics)
 

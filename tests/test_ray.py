@@ -32,7 +32,7 @@ from tests.conftest import (
     start_script,
     wait_for,
 )
-from tests.test_workers import CRASHING, RUN, WORKERS, _gone, _run_log, _wait
+from tests.test_workers import CRASHING, RUN, WORKERS, _gone, _run_log, _wait, _worker_pids
 from xdrl.policy.loading import load_policy
 
 pytestmark = [
@@ -185,6 +185,32 @@ def test_a_signal_to_the_process_group_leaves_no_ray_process(
     assert summary["status"] == ("interrupted" if sig == signal.SIGINT else "stopped")
     assert (run_dir / "checkpoints" / f"checkpoint-{summary['total_frames']:012d}").is_dir()
     assert load_policy(run_dir).frames == summary["total_frames"]
+    _wait(lambda: all(map(_gone, started)))
+
+
+def test_a_killed_actor_stops_the_run_with_one_line(tmp_path: Path) -> None:
+    """SIGKILL to one actor (a lost node looks the same to the run): Ray's ``RayActorError``
+    becomes the one line naming the worker; the run's Ray goes with it."""
+    run_dir = tmp_path / "run"
+    args = [*RUN, *RAY, "total_frames=1000000", f"run_dir={run_dir}"]
+    proc = start_script("xdrl-train", args, tmp_path, WANDB_OFFLINE, stderr=subprocess.PIPE,
+                        start_new_session=True)  # fmt: skip
+    try:
+        wait_for(lambda: any((run_dir / "logs").rglob("total_frames.csv")), proc, timeout=300)
+        started = _descendants(proc.pid)
+        pids = _worker_pids(run_dir)
+        assert len(pids) == 2 and set(pids) <= set(started)
+        os.kill(pids[0], signal.SIGKILL)
+        assert proc.wait(timeout=300) == 1
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.stderr is not None
+    last = proc.stderr.read().splitlines()[-1]
+    assert last.startswith("xdrl-train: error: collector worker 0 died (") and last.endswith(
+        "; run the same command to resume from the last checkpoint"
+    ), last
+    assert read_summary(run_dir)["status"] == "failed"
     _wait(lambda: all(map(_gone, started)))
 
 

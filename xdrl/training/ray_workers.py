@@ -176,7 +176,7 @@ class RayWorkerCollector(RayCollector):
         """Weights (and statistics) out, one batch from every actor, joined: the
         ``[env.num_envs, steps]`` batch of ``collector=single``; a failed actor named."""
         while self.collected_frames < self.total_frames:
-            self.update_policy_weights_()
+            self._push_weights()
             if self.observation_norm is not None:  # queued before the batch on each actor
                 statistics = self.observation_norm.worker_statistics()
                 self._call("load_observation_statistics", [(statistics,)] * self.num_workers)
@@ -185,6 +185,15 @@ class RayWorkerCollector(RayCollector):
             if self.observation_norm is not None:
                 batch = self.observation_norm.merge(batch)
             yield batch.exclude(_TRAJ_IDS[0])
+
+    def _push_weights(self) -> None:
+        """TorchRL's weight push; where it fails because an actor died (its torch.distributed
+        peer is gone), the dead actor is named instead (:class:`WorkerFailed`)."""
+        try:
+            self.update_policy_weights_()
+        except Exception:
+            self._call("pid")  # raises WorkerFailed for a dead actor
+            raise
 
     def _call(self, method: str, args: list[tuple[Any, ...]] | None = None) -> list[Any]:
         """``method`` on every actor (``args[i]`` for actor ``i``), their results in order; the

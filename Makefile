@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # workers on two cores halve the wall time; one file stays on one worker (module fixtures).
 TEST_WORKERS ?= 2
 
-.PHONY: install train test test-slow test-all test-slurm lint format docs bench bench-venv check-presets slurm-start slurm-stop clean
+.PHONY: install train test test-slow test-extra test-all test-slurm lint format docs bench bench-venv check-presets slurm-start slurm-stop clean
 
 install: $(STAMP)
 
@@ -31,11 +31,17 @@ train: install
 # console-script process of the suite compiled xdrl's ~120 modules from source (0.05 s of CPU each).
 test: install
 	$(BIN)/python -m compileall -q xdrl hydra_plugins >/dev/null
-	$(BIN)/python -m pytest -m "not slow and not slurm" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not slurm and not extra" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## Training-quality checks (marker slow: a recipe trained to its known optimum); CI runs them too.
 test-slow: install
-	$(BIN)/python -m pytest -m "slow and not slurm" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "slow and not slurm and not extra" $(PYTEST_ARGS)
+
+## Tests of extras make test does not install (marker extra): installs them (ray), then runs them.
+EXTRA_TESTS ?= ray
+test-extra: install
+	$(BIN)/python -m pip install --quiet $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[dev,$(EXTRA_TESTS)]"
+	$(BIN)/python -m pytest -m extra $(PYTEST_ARGS)
 
 ## SLURM tests against a local single-node cluster (needs root for apt-get); a down cluster fails them.
 test-slurm: install

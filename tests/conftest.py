@@ -89,7 +89,19 @@ def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
 # Console scripts run from the warm interpreter of tests/warm_python.py unless XDRL_TEST_WARM=0.
 WARM = os.environ.get("XDRL_TEST_WARM", "1") != "0"
 # Variables read while torch and its kin are imported: a request that changes one starts fresh.
-_IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "KMP_", "TORCH", "PYTORCH", "CUDA", "PYTHON", "LD_")
+# RAY_: a run joining a Ray cluster with RAY_AUTH_MODE=token from a warm child sent no token
+# (seen: "RAY_AUTH_MODE is currently 'disabled'"); the same run started fresh joined.
+_IMPORT_TIME_PREFIXES = (
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "TORCH",
+    "PYTORCH",
+    "CUDA",
+    "PYTHON",
+    "LD_",
+    "RAY_",
+)
 _warm: tuple[subprocess.Popen, str, dict[str, str]] | None = None
 
 

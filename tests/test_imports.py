@@ -42,7 +42,7 @@ LAYERS = [
     ["xdrl.sweep"],
     ["xdrl.cli", "xdrl"],
 ]
-HEAVY = ("torch", "torchrl", "tensordict", "wandb", "optuna")
+HEAVY = ("torch", "torchrl", "tensordict", "wandb", "optuna", "ray")
 
 
 def _module_name(path: Path) -> str:

@@ -7,6 +7,7 @@ turns that into a failure.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ENV, SMALL, XDRL_TRAIN, read_summary, run_cli, wait_for
+from tests.conftest import ENV, REPO, SMALL, XDRL_TRAIN, read_summary, run_cli, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -175,3 +176,46 @@ def test_preempted_job_is_requeued_and_resumes(tmp_path: Path, sweep_dir: Path) 
         time.sleep(1)
         lines = _sacct_states(job_id)
     print("\n".join([f"sacct -j {job_id} -D -X:", *lines]))
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="Ray is not installed (pip install 'xdrl[ray]'; make test-extra installs it)",
+)
+def test_ray_slurm_script_trains_one_run_on_the_allocation_s_ray_cluster(tmp_path: Path) -> None:
+    """``sbatch scripts/ray-slurm.sh``: the Ray head starts on the allocation's node, the run
+    joins it (``collector=ray collector.address=<head>``), trains and writes its summary, and
+    the job ends with the cluster stopped (its folder under /tmp removed)."""
+    run_dir = tmp_path / "run"
+    out = tmp_path / "job.out"
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", f"--partition={PARTITION}", "--nodes=1", "--ntasks-per-node=1",
+         "--cpus-per-task=2", "--mem=2G", f"--output={out}",
+         f"--export=ALL,XDRL_TRAIN={XDRL_TRAIN}", str(REPO / "scripts" / "ray-slurm.sh"),
+         *SMALL, "logging=none", "eval=none", "num_threads=1", "collector.workers=2",
+         f"run_dir={run_dir}"],
+        capture_output=True, text=True, timeout=60, env=ENV,
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    try:
+        _wait_for_job(job)
+    finally:
+        subprocess.run(["scancel", job], capture_output=True, timeout=30)
+    text = out.read_text()
+    states = _sacct_states(job)
+    assert states and states[0].split("|")[1] == "COMPLETED", (states, text[-3000:])
+    assert read_summary(run_dir)["status"] == "completed"
+    assert "ray-slurm.sh: 1 Ray nodes at " in text
+    assert "2 Ray actors x 2 envs on the Ray cluster at " in text
+    assert not Path(f"/tmp/xdrl-ray-{job}").exists()
+
+
+def _wait_for_job(job: str) -> None:
+    """Until ``job`` left the queue (``squeue`` no longer lists it); 15 minutes is a safety
+    net, not a deadline."""
+    deadline = time.monotonic() + 900
+    while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True,
+                         timeout=30).stdout.strip():  # fmt: skip
+        assert time.monotonic() < deadline, f"job {job} still queued or running after 15 min"
+        time.sleep(1)

@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -75,6 +76,9 @@ RUN = [
         (["algorithm=dqn", "collector.sync=false"], "false needs worker processes"),
         ([*WORKERS, "algorithm=dqn", "collector.update_interval=4"],
          "4 applies to collector.sync=false only"),
+        ([*WORKERS, "collector.address=auto"],
+         "auto is the Ray cluster of collector=ray, and this run's collector is process; set "
+         "collector=ray, or remove collector.address"),
     ],
 )  # fmt: skip
 def test_bad_worker_settings_are_config_errors(
@@ -82,6 +86,34 @@ def test_bad_worker_settings_are_config_errors(
 ) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         check_config(compose_config(overrides, tmp_path / "run"))
+
+
+def _closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_unreachable_ray_address_is_refused_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``collector.address`` is checked with one TCP connection (no Ray needed: make test runs
+    without it); ``auto`` with no cluster recorded on the machine names where it looked."""
+    from xdrl.config.check import _check_ray_address
+
+    port = _closed_port()
+    with pytest.raises(ConfigError, match=re.escape(f"no Ray head answers at 127.0.0.1:{port}")):
+        _check_ray_address(f"127.0.0.1:{port}")
+    with pytest.raises(ConfigError, match="is not auto or host:port"):
+        _check_ray_address("ray://head:10001")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # no ray/ray_current_cluster there
+    with pytest.raises(ConfigError, match="auto found no running Ray cluster"):
+        _check_ray_address("auto")
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    with pytest.raises(ConfigError, match=re.escape(f"no Ray head answers at 127.0.0.1:{port}")):
+        _check_ray_address("auto")
 
 
 def test_a_bad_worker_count_is_one_line_before_anything_runs(tmp_path: Path) -> None:

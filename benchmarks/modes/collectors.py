@@ -12,6 +12,8 @@ Three workloads, each contender on the same command but for the collector:
 - ``dqn``: ``experiment=cartpole_dqn`` (8 envs x 32 steps, 128 gradient steps per batch) on
   SleepyCartPole-v1: ``collector=single``, 2 synchronous workers and 2 asynchronous ones
   (``collector.sync=false``, ``a2``: the learner optimizes while the workers collect).
+- ``ray`` (where Ray is installed): ``collector=ray collector.workers=2`` (``r2``: Ray actors on
+  a local Ray the run starts) beside the others on the ``sleepy`` and ``cartpole`` workloads.
 - ``atari``: ``experiment=atari_ppo`` on Breakout (8 emulators), 2 torch threads for the learner,
   against SB3's PPO with RL-Zoo's Atari settings (``SubprocVecEnv`` off: its one-process
   ``DummyVecEnv``, as in the ``atari`` mode); skipped without ale-py or SB3's venv.
@@ -54,6 +56,16 @@ def _contenders(
     }
 
 
+RAY_CONTENDER = ["collector=ray", "collector.workers=2"]
+
+
+def _with_ray(runs: dict[str, Callable], common: list[str], seed: int) -> dict[str, Callable]:
+    """``runs`` and, where Ray is installed, ``r2``: 2 Ray actors on the same command."""
+    if importlib.util.find_spec("ray") is None:
+        return runs
+    return {**runs, "r2": lambda: c.xdrl([*common, *RAY_CONTENDER], seed)["frames_per_second"]}
+
+
 def run(options: Options, seeds: list[int]) -> dict[str, Any]:
     # 8 or 96 batches of 256: a worker's first batch costs ~2 s more than the next ones (its
     # lazy start), which 24 batches did not amortize (measured: 1,086 vs 1,614 frames/s for
@@ -61,7 +73,8 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
     frames = 2_048 if options.quick else 24_576
     sleepy_rows = []
     for seed in seeds:
-        runs = _contenders([*SLEEPY, f"total_frames={frames}"], SLEEPY_COUNTS, seed)
+        common = [*SLEEPY, f"total_frames={frames}"]
+        runs = _with_ray(_contenders(common, SLEEPY_COUNTS, seed), common, seed)
         fps = alternated(runs, seed, options.reps)
         sleepy_rows.append({"seed": seed, **fps, "load_average": os.getloadavg()[0]})
         print(f"  collectors sleepy seed {seed}: {sleepy_rows[-1]}", flush=True)
@@ -73,11 +86,18 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
         out[f"sleepy_{name}_speedup"] = out[f"sleepy_{name}_fps"] / out["sleepy_w1_fps"]
     cartpole_frames = out["cartpole_frames"] = 8_192 if options.quick else 24_576
     cartpole = [*CARTPOLE, f"total_frames={cartpole_frames}"]  # the same work, minus the waits
-    cartpole_rows = [alternated(_contenders(cartpole, (1, 2), s), s, options.reps) for s in seeds]
+    cartpole_rows = [
+        alternated(_with_ray(_contenders(cartpole, (1, 2), s), cartpole, s), s, options.reps)
+        for s in seeds
+    ]
     out["cartpole_runs"] = cartpole_rows
     for n in (1, 2):
         out[f"cartpole_w{n}_fps"] = median(r[f"w{n}"] for r in cartpole_rows)
     out["cartpole_w2_speedup"] = out["cartpole_w2_fps"] / out["cartpole_w1_fps"]
+    if "r2" in sleepy_rows[0]:
+        for workload, rows_ in (("sleepy", sleepy_rows), ("cartpole", cartpole_rows)):
+            out[f"{workload}_r2_fps"] = median(r["r2"] for r in rows_)
+            out[f"{workload}_r2_speedup"] = out[f"{workload}_r2_fps"] / out[f"{workload}_w1_fps"]
     out.update(_dqn(options, seeds))
     if importlib.util.find_spec("ale_py") is not None and options.sb3_python.exists():
         out.update(_atari(options, seeds))
@@ -163,6 +183,17 @@ def rows(a: dict[str, Any], targets: dict[str, Any]) -> list[Row]:
             ("reference", None),
         ),
     ]
+    if "sleepy_r2_fps" in a:
+        out.append(
+            row(
+                "collector=ray collector.workers=2 (2 Ray actors, a local Ray): SleepyCartPole "
+                "PPO, CartPole PPO frames/s (against collector=single; workers=2 above)",
+                f"{fmt(a['sleepy_w1_fps'], 0)}, {fmt(a['cartpole_w1_fps'], 0)}",
+                f"{fmt(a['sleepy_r2_fps'], 0)}, {fmt(a['cartpole_r2_fps'], 0)}",
+                f"{fmt(a['sleepy_r2_speedup'])}, {fmt(a['cartpole_r2_speedup'])}",
+                ("reference", None),
+            )
+        )
     if "dqn_w1_fps" in a:
         out.append(
             row(

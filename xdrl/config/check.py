@@ -37,6 +37,8 @@ import inspect
 import logging
 import os
 import re
+import socket
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -462,6 +464,7 @@ def _check_collector(cfg: DictConfig) -> None:
             f"{threads} threads step the envs of env.batching=vector only, not {batching}; "
             "set env.batching=vector, or collector.env_threads=1",
         )
+    _check_ray(cfg)
     _check_sync(cfg)
     if cfg.collector.backend == "single":
         if workers != 1:
@@ -495,6 +498,67 @@ def _check_collector(cfg: DictConfig) -> None:
             workers,
             cores,
         )
+
+
+def _check_ray(cfg: DictConfig) -> None:
+    """``collector=ray`` has Ray installed, is synchronous, and its ``collector.address`` (a
+    running cluster) answers; ``collector.address`` is for ``collector=ray`` only."""
+    address = OmegaConf.select(cfg, "collector.address")
+    if cfg.collector.backend != "ray":
+        if address is not None:
+            raise ConfigError(
+                "collector.address",
+                f"{address} is the Ray cluster of collector=ray, and this run's collector is "
+                f"{cfg.collector.backend}; set collector=ray, or remove collector.address",
+            )
+        return
+    hint = extra_hint("collector=ray")
+    if hint is not None:
+        raise ConfigError("collector", f"collector=ray {hint}")
+    if not cfg.collector.sync:
+        raise ConfigError(
+            "collector.sync",
+            "false is not built for collector=ray (a checkpoint needs every actor idle, which "
+            "xdrl arranges for asynchronous worker processes only); set collector.sync=true, or "
+            "collector=multiprocess for asynchronous workers",
+        )
+    if address is not None:
+        _check_ray_address(str(address))
+
+
+def _check_ray_address(address: str) -> None:
+    """``auto`` (``RAY_ADDRESS``, else the cluster ``ray start`` recorded on this machine) or
+    ``host:port`` must accept a TCP connection within 3 s: an unreachable head fails here, not
+    after Ray's own minute of retries."""
+    given = address
+    if address == "auto":
+        recorded = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+        address = os.environ.get("RAY_ADDRESS", "")
+        if not address and recorded.is_file():
+            address = recorded.read_text(encoding="utf-8").strip()
+        if not address:
+            raise ConfigError(
+                "collector.address",
+                f"auto found no running Ray cluster (RAY_ADDRESS is unset and {recorded} does "
+                "not exist); start one with `ray start --head`, pass its host:port, or set "
+                "collector.address=null to start Ray inside the run",
+            )
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        raise ConfigError(
+            "collector.address",
+            f"{given} is not auto or host:port (the head's GCS address, e.g. 10.0.0.5:6379); "
+            "pass one of those, or null to start Ray inside the run",
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=3.0).close()
+    except OSError as err:
+        raise ConfigError(
+            "collector.address",
+            f"no Ray head answers at {address} ({err.strerror or err}); start it with "
+            f"`ray start --head --port {port}`, fix the address, or set collector.address=null "
+            "to start Ray inside the run",
+        ) from None
 
 
 def _check_sync(cfg: DictConfig) -> None:
@@ -648,6 +712,7 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "hydra/launcher=submitit": ("slurm", ("hydra_plugins.hydra_submitit_launcher", "submitit")),
     "hydra/sweeper=optuna": ("sweep", ("optuna", "scipy")),
     "hydra/sweeper=pareto": ("pareto", ("pymoo", "scipy", "matplotlib")),
+    "collector=ray": ("ray", ("ray",)),
 }
 # Options of Hydra's launcher group that only exist once their extra is installed (xdrl's own
 # local and slurm presets extend submitit's).

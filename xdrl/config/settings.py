@@ -96,10 +96,13 @@ class CollectorSettings:
     default); ``process``: ``workers`` processes, each stepping ``env.num_envs / workers`` envs
     (TorchRL's ``MultiSyncCollector``, or ``MultiAsyncCollector`` with ``sync: false``, for
     off-policy algorithms, the weights pushed every ``update_interval`` batches);
+    ``ray``: ``workers`` Ray actors (TorchRL's ``RayCollector``) on a local Ray the run starts
+    (``address`` null) or on the running cluster at ``address`` (``auto`` or ``host:port``);
     ``env_threads``: threads each process steps its training envs in (envs that wait overlap)."""
 
-    backend: Literal["single", "process"]
+    backend: Literal["single", "process", "ray"]
     workers: PositiveInt
     env_threads: PositiveInt = 1
     sync: bool = True
     update_interval: PositiveInt = 1
+    address: str | None = None

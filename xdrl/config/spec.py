@@ -183,8 +183,13 @@ class RunSpec:
 
     @property
     def collector_workers(self) -> int:
-        """Collector worker processes (``collector=multiprocess``; 0: envs step in this one)."""
-        return self.collector.workers if self.collector.backend == "process" else 0
+        """Collector worker processes on this machine's cores (``collector=multiprocess``, or
+        ``collector=ray`` on the local Ray the run starts; 0: envs step in this process, or on
+        a Ray cluster's nodes)."""
+        local = self.collector.backend == "process" or (
+            self.collector.backend == "ray" and self.collector.address is None
+        )
+        return self.collector.workers if local else 0
 
     @property
     def batch_frames(self) -> int:

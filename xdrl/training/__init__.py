@@ -7,6 +7,8 @@
 - ``env_state``: the train and evaluation envs saved mid-episode with each checkpoint.
 - ``loggers``: xdrl's TorchRL loggers (CSV, W&B, TensorBoard).
 - ``workers``: ``collector=multiprocess``, TorchRL's multi-process collectors with xdrl's worker
-  collectors; ``worker_norm``: the run's observation statistics, which the workers read.
+  collectors; ``worker_norm``: the run's observation statistics, which the workers read;
+  ``ray_workers``: ``collector=ray``, TorchRL's ``RayCollector`` with the same worker collectors
+  as Ray actors (imported only for ``collector=ray``: it imports Ray).
 - ``precision``: fp32 or bf16 autocast; ``speedups``: process-wide fixes of per-call overheads.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -52,6 +52,9 @@ from xdrl.training.precision import Precision, device_has_bf16, resolve_precisio
 from xdrl.training.worker_norm import RunObservationNorm, find_norm
 from xdrl.training.workers import WorkerCollector, build_worker_collector, set_env_threads
 
+if TYPE_CHECKING:
+    from xdrl.training.ray_workers import RayWorkerCollector
+
 log = logging.getLogger(__name__)
 
 
@@ -63,7 +66,7 @@ class Run:
     hook_set: LoggingHookSet
     logger: Any
     envs: list[Any] = field(default_factory=list)
-    workers: WorkerCollector | None = None  # collector=multiprocess: stopped by close()
+    workers: WorkerCollector | RayWorkerCollector | None = None  # stopped by close()
     resumed_from: str | None = None
     resume_approximate: str | None = None  # why a resume is not exact (None: exact)
     precision: Precision = "fp32"  # the networks' arithmetic: fp32, or bf16 autocast
@@ -241,12 +244,13 @@ def build_collector(
 
 def _train_collector(
     spec: RunSpec, env_factory: Any, train_env: Any, parts: AlgorithmParts
-) -> tuple[Any, WorkerCollector | None]:
+) -> tuple[Any, WorkerCollector | RayWorkerCollector | None]:
     """The run's collector: in-process (:func:`build_collector`), or worker processes for
-    ``collector=multiprocess`` (then also returned second, to be stopped by ``Run.close``); with
+    ``collector=multiprocess`` or Ray actors for ``collector=ray`` (then also returned second,
+    to be stopped by ``Run.close``); with
     workers, ``train_env``'s observation statistics are the run's, which the workers read, and
     each worker's envs get the recurrent policy's state primers (made for their batch size)."""
-    if spec.collector.backend != "process":
+    if spec.collector.backend == "single":
         set_env_threads(train_env, spec.collector.env_threads)
         collector = build_collector(
             train_env,
@@ -260,22 +264,32 @@ def _train_collector(
         return collector, None
     skip = spec.frame_skip  # TorchRL's collectors count agent steps; xdrl's budgets frames
     norm = RunObservationNorm(train_env) if find_norm(train_env) is not None else None
+    common: dict[str, Any] = {
+        "workers": spec.collector.workers,
+        "num_envs": int(train_env.batch_size[0]),
+        "seed": spec.seed,
+        "frames_per_batch": spec.frames_per_batch,
+        "total_frames": -(-spec.total_frames // skip),
+        "init_random_frames": -(-parts.init_random_frames // skip),
+        "device": spec.device,
+        "lean": spec.lean and fits(train_env, parts.policy, parts.init_random_frames),
+        "env_threads": spec.collector.env_threads,
+        "observation_norm": norm,
+        "state_primers": recurrent_primers(parts.policy),
+    }
+    if spec.collector.backend == "ray":  # imported here: Ray starts only for collector=ray
+        from xdrl.training.ray_workers import build_ray_collector
+
+        ray_workers = build_ray_collector(
+            env_factory, parts.policy, address=spec.collector.address, **common
+        )
+        return ray_workers, ray_workers
     workers = build_worker_collector(
         env_factory,
         parts.policy,
-        workers=spec.collector.workers,
-        num_envs=int(train_env.batch_size[0]),
-        seed=spec.seed,
-        frames_per_batch=spec.frames_per_batch,
-        total_frames=-(-spec.total_frames // skip),
-        init_random_frames=-(-parts.init_random_frames // skip),
-        device=spec.device,
-        lean=spec.lean and fits(train_env, parts.policy, parts.init_random_frames),
-        env_threads=spec.collector.env_threads,
         sync=spec.collector.sync,
         update_interval=spec.collector.update_interval,
-        observation_norm=norm,
-        state_primers=recurrent_primers(parts.policy),
+        **common,
     )
     return workers, workers
 
@@ -505,7 +519,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
 
 
 def _resume_exactness(
-    env_state: EnvState, workers: WorkerCollector | None
+    env_state: EnvState, workers: WorkerCollector | RayWorkerCollector | None
 ) -> tuple[bool, str | None]:
     """Whether a restore put the train envs' episodes back, and why the resume is approximate
     (None: exact); with workers, their collector state holds the episodes."""

@@ -78,7 +78,7 @@ NO_EPISODES = "the checkpoint holds no worker episodes (written before exact res
 ENV_STATE = "env_state_dict"  # collector=single's key for its env's transform state
 
 
-_STARTED: weakref.WeakSet[WorkerCollector] = weakref.WeakSet()  # for stop_started_workers
+_STARTED: weakref.WeakSet[Any] = weakref.WeakSet()  # for stop_started_workers (Ray's too)
 
 
 def stop_started_workers() -> None:
@@ -113,12 +113,16 @@ class _FaultReporting:
     traceback; ``state_dict`` also holds the envs mid-episode, the episodes in progress and the
     torch generator (:class:`~xdrl.training.env_state.EnvState`'s pickle), so a resume is exact."""
 
-    _fault_dir: str
+    _fault_dir: str | None
     _worker: int | None
     env: Any
 
     def iterator(self) -> Iterator[TensorDictBase]:
-        """The collector's ``iterator``; an exception is written down, then ends the worker."""
+        """The collector's ``iterator``; an exception is written down, then ends the worker
+        (without a ``fault_dir``, a Ray actor's, it is raised: Ray hands it to the run)."""
+        if self._fault_dir is None:
+            yield from super().iterator()  # type: ignore[misc]
+            return
         try:
             yield from super().iterator()  # type: ignore[misc]
         except Exception as err:  # noqa: BLE001 - any env or policy error ends this worker
@@ -163,7 +167,7 @@ class FaultReportingCollector(_FaultReporting, Collector):
         >>> partial(FaultReportingCollector, fault_dir="/tmp/faults")  # as collector_class
     """
 
-    def __init__(self, *args: Any, fault_dir: str, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, fault_dir: str | None, **kwargs: Any) -> None:
         self._fault_dir = fault_dir
         self._worker = kwargs.get("worker_idx")
         super().__init__(*args, **kwargs)
@@ -209,7 +213,7 @@ class LeanWorkerCollector(_FaultReporting, VectorCollector):
         total_frames: int = -1,
         init_random_frames: int | None = None,
         worker_idx: int | None = None,
-        fault_dir: str,
+        fault_dir: str | None,
         **runner_options: Any,
     ) -> None:
         self._fault_dir = fault_dir
@@ -496,14 +500,16 @@ def _worker_factory(
     env_threads: int = 1,
     observation_statistics: dict[str, Any] | None = None,
     state_primers: Any = None,
+    in_worker: bool = False,
 ) -> Any:
     """Worker-side env: the run's factory with this worker's share of envs and seeds; in a
     worker process, its torch generator (the policy's action sampling) is seeded too, so a run
     with workers repeats itself under the same seed. ``observation_statistics``: the run's
     shared normalization statistics, which the env's ``VecNormV2`` then reads, frozen
     (:func:`~xdrl.training.worker_norm.link_worker_norm`). ``state_primers``: a recurrent
-    policy's state entries, appended (a copy) as the run appends them to its own env."""
-    if multiprocessing.parent_process() is not None:
+    policy's state entries, appended (a copy) as the run appends them to its own env.
+    ``in_worker``: this is a worker process whatever ``multiprocessing`` says (a Ray actor)."""
+    if in_worker or multiprocessing.parent_process() is not None:
         torch.manual_seed(seed)
     env = factory(num_envs=num_envs, seed=seed, device=device)
     if observation_statistics is not None:

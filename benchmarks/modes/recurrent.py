@@ -26,6 +26,10 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
     frames = 5_120 if options.quick else 10_240
     common = [
         "experiment=cartpole_novel_lstm",
+        # RL-Zoo's values where the preset departs from them, as sb3-contrib's side runs
+        "algorithm.optimizer.lr=1e-3",
+        "algorithm.build.gamma=0.98",
+        "algorithm.build.lmbda=0.8",
         f"total_frames={frames}",
         "num_threads=1",
         "eval=none",

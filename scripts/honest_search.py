@@ -144,7 +144,7 @@ def arm_row(sweep_dir: Path) -> dict:
     """What one arm spent and what its pick scores on the test seeds."""
     results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
     jobs = _jobs(sweep_dir)
-    search_jobs = [j for j in jobs if "recheck" not in j["dir"].parts]
+    search_jobs = [j for j in jobs if not {"recheck", "holdout"} & set(j["dir"].parts)]
     rows = results.get("recheck") or []
     by_trial = {r["trial"]: r for r in rows}
     winner = by_trial.get(results["best_trial"], {})

@@ -5,7 +5,8 @@ trials re-checked on the same 10 test seeds (1000-1009). The arms ``evals`` and 
 The arms ``seeds_24k``, ``single_24k``, ``evals_24k`` and ``wilcoxon_evals`` spend 24,576 frames
 per run (where a good configuration solves 10 of 10 test seeds) and run on 2 joblib workers
 (--joblib 2); ``evals_24k`` evaluates every 2,048 frames, and ``wilcoxon_evals`` adds
-``hydra/sweeper/pruner=wilcoxon_evals`` (each seed's evaluation one Wilcoxon instance).
+``hydra/sweeper/pruner=wilcoxon_evals`` (each seed's evaluation one Wilcoxon instance);
+``wilcoxon_evals4`` lets it prune from the 4th instance instead of the 6th.
 
 Usage:
     python scripts/honest_search.py run seeds --out bench/honest      # one arm (a sweep)
@@ -99,6 +100,15 @@ ARMS = {
         "eval.interval_frames=2048",
         "hydra/sweeper/pruner=wilcoxon_evals",
     ],
+    # The same with 4 instances before a trial can stop (2 seeds x 2 evaluations, 4,096 frames)
+    "wilcoxon_evals4": [
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "total_frames=24576",
+        "eval.interval_frames=2048",
+        "hydra/sweeper/pruner=wilcoxon_evals",
+        "hydra.sweeper.pruner.n_startup_steps=4",
+    ],
 }
 
 LABELS = {
@@ -111,6 +121,7 @@ LABELS = {
     "single_24k": "90 trials x 1 seed, 24,576 frames",
     "evals_24k": "30 trials x 3 seeds, 24,576 frames, evaluated every 2,048 frames",
     "wilcoxon_evals": "30 trials x 3 seeds, 24,576 frames, Wilcoxon on (seed, evaluation)",
+    "wilcoxon_evals4": "the same, pruning from the 4th instance",
 }
 
 

@@ -147,6 +147,22 @@ def test_a_sweep_looks_up_every_swept_option_and_key(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("flags", "flag"), [(["--cfg", "job"], "--cfg"), (["--info", "config"], "--info")]
+)
+def test_a_sweep_with_a_printing_mode_is_one_line(
+    tmp_path: Path, flags: list[str], flag: str
+) -> None:
+    """Hydra refuses ``-m`` with ``--cfg`` or ``--info`` by a traceback (a ValueError)."""
+    result = run_cli(["-m", *flags, "seed=0,1"], cwd=tmp_path, timeout=60)
+    line = (
+        f"-m: a sweep cannot be combined with {flag} (Hydra runs one mode at a time); drop -m "
+        f"to print the config a job gets, or {flag} to sweep"
+    )
+    assert (result.returncode, result.stderr.strip()) == (2, f"xdrl-train: config error: {line}")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_sweep_without_typos_runs_and_cfg_job_prints(tmp_path: Path) -> None:
     """The control: the pre-check lets correct sweeps and ``--cfg job`` through."""
     result = run_cli(["--cfg", "job", "algorithm=a2c"], cwd=tmp_path, timeout=60)

@@ -259,6 +259,14 @@ def _precheck_hydra_mode(args: list[str]) -> str | None:
     parsed = _hydra_flags(args)
     if parsed is None:
         return None
+    printing = [
+        flag for flag, name in (("--cfg", "cfg"), ("--info", "info")) if getattr(parsed, name)
+    ]
+    if parsed.multirun and printing:
+        return (
+            f"-m: a sweep cannot be combined with {printing[0]} (Hydra runs one mode at a time); "
+            f"drop -m to print the config a job gets, or {printing[0]} to sweep"
+        )
     if not parsed.multirun:
         cfg = _compose(parsed.overrides)
         return cfg if not isinstance(cfg, DictConfig) else None

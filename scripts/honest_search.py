@@ -109,6 +109,23 @@ ARMS = {
         "hydra/sweeper/pruner=wilcoxon_evals",
         "hydra.sweeper.pruner.n_startup_steps=4",
     ],
+    # Acrobot at 32,768 frames, where seeds differ more than CartPole's at 24,576 (threshold -100:
+    # --threshold -100), evaluated every 4,096 frames, without and with the Wilcoxon pruner
+    "acro_evals": [
+        "env=acrobot",
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "total_frames=32768",
+        "eval.interval_frames=4096",
+    ],
+    "acro_wilcoxon": [
+        "env=acrobot",
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "total_frames=32768",
+        "eval.interval_frames=4096",
+        "hydra/sweeper/pruner=wilcoxon_evals",
+    ],
 }
 
 LABELS = {
@@ -122,6 +139,8 @@ LABELS = {
     "evals_24k": "30 trials x 3 seeds, 24,576 frames, evaluated every 2,048 frames",
     "wilcoxon_evals": "30 trials x 3 seeds, 24,576 frames, Wilcoxon on (seed, evaluation)",
     "wilcoxon_evals4": "the same, pruning from the 4th instance",
+    "acro_evals": "Acrobot, 30 trials x 3 seeds, 32,768 frames, evaluated every 4,096 frames",
+    "acro_wilcoxon": "the same with the Wilcoxon pruner on (seed, evaluation)",
 }
 
 
@@ -291,6 +310,7 @@ def _f(value: float | None) -> str:
 
 
 def main() -> None:
+    global THRESHOLD
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["run", "holdout", "table", "plot"])
     parser.add_argument("arm", nargs="?", choices=sorted(ARMS))
@@ -298,7 +318,9 @@ def main() -> None:
     parser.add_argument("--png", type=Path, default=Path("honest-search.png"))
     parser.add_argument("--sampler-seed", type=int, default=0, help="TPE's seed (a repetition)")
     parser.add_argument("--joblib", type=int, default=0, help="joblib workers (0: one at a time)")
+    parser.add_argument("--threshold", type=float, default=THRESHOLD, help="a solved seed's mark")
     args = parser.parse_args()
+    THRESHOLD = args.threshold
     if args.what == "run":
         if args.arm is None:
             parser.error("run needs an arm: " + ", ".join(ARMS))

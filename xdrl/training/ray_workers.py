@@ -54,13 +54,11 @@ from xdrl.training.workers import (
     _STARTED,
     _TRAJ_IDS,
     ENV_STATE,
-    EPISODES,
-    EPISODES_NOTE,
-    NO_EPISODES,
     FaultReportingCollector,
     LeanWorkerCollector,
     WorkerFailed,
     _worker_factory,
+    resume_note,
 )
 
 log = logging.getLogger(__name__)
@@ -241,12 +239,7 @@ class RayWorkerCollector(RayCollector):
         self._call("load_state_dict", [(w,) for w in workers])
         if self.observation_norm is not None and statistics is not None:
             self.observation_norm.load_state_dict(statistics)
-        notes = []
-        for worker in workers:
-            note = worker.get(EPISODES_NOTE, "") if EPISODES in worker else NO_EPISODES
-            if note and note not in notes:
-                notes.append(note)
-        self.resume_note = "; ".join(f"collector worker: {n}" for n in notes) or None
+        self.resume_note = resume_note(workers)
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed actor ``i``'s envs from ``seed + i * envs per actor`` (as the run's own envs)."""

@@ -243,6 +243,17 @@ class LeanWorkerCollector(_FaultReporting, VectorCollector):
             yield self._out
 
 
+def resume_note(workers: list[Any]) -> str | None:
+    """What a resume from these saved worker states does not restore, each note once (None:
+    every worker's episodes and generator, an exact resume)."""
+    notes: list[str] = []
+    for worker in workers:
+        note = worker.get(EPISODES_NOTE, "") if EPISODES in worker else NO_EPISODES
+        if note and note not in notes:
+            notes.append(note)
+    return "; ".join(f"collector worker: {n}" for n in notes) or None
+
+
 class WorkerCollector(MultiCollector):
     """What xdrl adds to TorchRL's multi-process collectors: worker failures raise
     :class:`WorkerFailed` naming the worker and its cause, a weight push that cannot hang on a
@@ -370,13 +381,7 @@ class WorkerCollector(MultiCollector):
         super().load_state_dict(state_dict)
         if self.observation_norm is not None and statistics is not None:
             self.observation_norm.load_state_dict(statistics)
-        notes = []
-        for i in range(self.num_workers):
-            worker = state_dict[f"worker{i}"]
-            note = worker.get(EPISODES_NOTE, "") if EPISODES in worker else NO_EPISODES
-            if note and note not in notes:
-                notes.append(note)
-        self.resume_note = "; ".join(f"collector worker: {n}" for n in notes) or None
+        self.resume_note = resume_note([state_dict[f"worker{i}"] for i in range(self.num_workers)])
 
     def worker_pids(self) -> list[int]:
         """The workers' process ids (the run logs them: a test or an operator can check them)."""

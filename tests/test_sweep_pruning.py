@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from hydra_plugins.xdrl_optuna.optuna_sweeper import OptunaSweeper
 from hydra_plugins.xdrl_optuna.pruning import WITHIN_RUNS, pruner_kind
+from hydra_plugins.xdrl_optuna.seeded import pairs_first_order
 from hydra_plugins.xdrl_optuna.wilcoxon import EvaluationWilcoxonPruner
 from tests.conftest import CONF, compose_config
 from xdrl.config.errors import ConfigError
@@ -31,7 +32,7 @@ from xdrl.trainer_hooks.stop_request import write_stop_request
 OBJECTIVE = "eval/deterministic/reward/episode_reward_mean"
 SPACE = {"x": FloatDistribution(-30.0, 30.0)}
 EVERY = 100  # frames between a fake job's evaluations
-CURVES = {0: [10.0, 20.0, 30.0, 40.0], 1: [30.0, 40.0, 50.0, 60.0]}  # seed -> eval values
+CURVES = {0: [10.0, 20.0, 30.0, 40.0], 1: [30.0, 40.0, 50.0, 60.0], 2: [20.0, 30.0, 40.0, 50.0]}
 
 
 class _TrainingLauncher:
@@ -47,6 +48,7 @@ class _TrainingLauncher:
         self.storage = optuna.storages.InMemoryStorage()  # the sweeper's study lives here
         self.written: dict[str, int] = {}  # job folder -> evaluations written
         self.step = lambda frames, seed: frames  # the Optuna step the sweep reports it at
+        self.order: list[str] = []  # job folders in the order the sweeper launched them
 
     def _reported(self, trial: int, seed: int, frames: int) -> bool:
         study = optuna.load_study(study_name="study", storage=self.storage)
@@ -79,6 +81,7 @@ class _TrainingLauncher:
     def launch(self, jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
         del initial_job_idx
         parsed = [dict(o.split("=", 1) for o in job) for job in jobs]
+        self.order += [job["hydra.sweep.subdir"] for job in parsed]
         with ThreadPoolExecutor(len(parsed)) as pool:
             return list(pool.map(self._job, parsed))
 
@@ -176,6 +179,43 @@ def test_the_wilcoxon_pruner_on_evaluations_stops_a_trial_behind_the_best_on_eac
     assert sum(launcher.written[f"1_seed{seed}"] for seed in (0, 1)) < 8
     assert last.value == pytest.approx((40.0 + 60.0) / 2 + 3.0)
     assert "pruned at" in (tmp_path / "study.md").read_text()
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.parametrize(
+    ("pruner", "order"),
+    [
+        ("wilcoxon_evals", ["0_seed0", "0_seed1", "1_seed0", "1_seed1", "0_seed2", "1_seed2"]),
+        ("median", ["0_seed0", "0_seed1", "0_seed2", "1_seed0", "1_seed1", "1_seed2"]),
+    ],
+)
+def test_a_wilcoxon_pruner_on_evaluations_launches_two_seeds_of_every_trial_first(
+    pruner: str, order: list[str], tmp_path: Path
+) -> None:
+    """Launchers start jobs in the order given: with the Wilcoxon pruner on (seed, evaluation)
+    instances, every trial of a batch gets two seeds running before any trial's third, so on 2
+    workers no trial reports from one seed alone; the median pruner, which waits for all of a
+    trial's seeds at each step, keeps a trial's seeds together."""
+    launcher = _TrainingLauncher(tmp_path)
+    if pruner == "wilcoxon_evals":
+        launcher.step = lambda frames, seed: frames * 1000 + seed
+    node = OmegaConf.load(CONF / "hydra" / "sweeper" / "pruner" / f"{pruner}.yaml")
+    sweeper = _sweeper(launcher, instantiate(node)())
+    sweeper.n_trials, sweeper.n_jobs, sweeper.seeds_per_trial = 2, 2, 3
+    study = sweeper._study(tmp_path)
+    sweeper._run(study, SPACE, [], tmp_path)
+
+    assert launcher.order == order
+    assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE] * 2
+
+
+def test_pairs_first_order_keeps_the_order_within_each_rank() -> None:
+    """A trial continued after Ctrl-C lacks only its third seed: that seed is its first job
+    of the launch and goes in the first rank."""
+    a, b, c = (optuna.trial.FixedTrial({}, number=n) for n in (0, 1, 2))
+    jobs = [(a, 2), (b, 0), (b, 1), (b, 2), (c, 0), (c, 1), (c, 2), (c, 3)]
+    got = [(t.number, s) for t, s in pairs_first_order(jobs)]
+    assert got == [(0, 2), (1, 0), (1, 1), (2, 0), (2, 1), (1, 2), (2, 2), (2, 3)]
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")

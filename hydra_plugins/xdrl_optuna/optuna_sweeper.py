@@ -357,6 +357,13 @@ class OptunaSweeper(Sweeper):
         None (no pruner)."""
         return pruner_kind(self.pruner)
 
+    @property
+    def _per_instance(self) -> bool:
+        """A Wilcoxon pruner within runs: each (seed, evaluation) is one instance."""
+        from optuna.pruners import WilcoxonPruner
+
+        return self._prune_kind == WITHIN_RUNS and isinstance(self.pruner, WilcoxonPruner)
+
     def _base_seed(self) -> int:
         assert self.config is not None
         return int(self.config.seed) if "seed" in self.config else 0
@@ -408,7 +415,7 @@ class OptunaSweeper(Sweeper):
     def _check_pruner(self) -> None:
         """An Optuna pruner that has steps to judge: two seeds or more for Wilcoxon, evaluations
         during the runs for the others."""
-        from optuna.pruners import BasePruner, WilcoxonPruner
+        from optuna.pruners import BasePruner
 
         assert self.config is not None
         if self.pruner is not None and not isinstance(self.pruner, BasePruner):
@@ -423,8 +430,7 @@ class OptunaSweeper(Sweeper):
                 "hydra.sweeper.pruner",
                 "prunes between a trial's seeds; set seeds_per_trial >= 2 (or pruner=none)",
             )
-        per_instance = kind == WITHIN_RUNS and isinstance(self.pruner, WilcoxonPruner)
-        if per_instance and self.seeds_per_trial > SEED_STRIDE:
+        if self._per_instance and self.seeds_per_trial > SEED_STRIDE:
             raise ConfigError(
                 "hydra.sweeper.pruner",
                 f"numbers its instances for up to {SEED_STRIDE} seeds per trial and "
@@ -559,6 +565,7 @@ class OptunaSweeper(Sweeper):
                 if self._prune_kind == WITHIN_RUNS
                 else None,
                 second=self._frames_to(sweep_dir) if self.frames_to_reach is not None else None,
+                pairs_first=self._per_instance,
             )
             _write_results(study, sweep_dir)
             return
@@ -585,8 +592,6 @@ class OptunaSweeper(Sweeper):
         self, study: Any, seeds: list[int], sweep_dir: Path
     ) -> Callable[[list[Any]], EvaluationWatcher]:
         """What watches a launch's trials for a pruner within runs (:mod:`.pruning`)."""
-        from optuna.pruners import WilcoxonPruner
-
         assert self.config is not None
         objective = str(self.config.objective)
 
@@ -599,7 +604,7 @@ class OptunaSweeper(Sweeper):
                 objective=objective,
                 aggregate_name=self.aggregate,
                 poll_s=self.poll_s,
-                per_instance=isinstance(self.pruner, WilcoxonPruner),
+                per_instance=self._per_instance,
             )
 
         return watch

@@ -126,6 +126,25 @@ ARMS = {
         "eval.interval_frames=4096",
         "hydra/sweeper/pruner=wilcoxon_evals",
     ],
+    # The same pruner readier to stop: from the 4th instance, or below p = 0.2 instead of 0.1
+    "acro_wilcoxon4": [
+        "env=acrobot",
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "total_frames=32768",
+        "eval.interval_frames=4096",
+        "hydra/sweeper/pruner=wilcoxon_evals",
+        "hydra.sweeper.pruner.n_startup_steps=4",
+    ],
+    "acro_wilcoxon_p2": [
+        "env=acrobot",
+        "hydra.sweeper.seeds_per_trial=3",
+        "hydra.sweeper.n_trials=30",
+        "total_frames=32768",
+        "eval.interval_frames=4096",
+        "hydra/sweeper/pruner=wilcoxon_evals",
+        "hydra.sweeper.pruner.p_threshold=0.2",
+    ],
     # Acrobot at 65,536 frames (xdrl's default PPO solves 5 of 5 seeds there), still evaluated
     # every 4,096 frames: 16 evaluations a run, so a trial can be judged at a fifth of its frames
     "acro65_evals": [
@@ -158,6 +177,8 @@ LABELS = {
     "wilcoxon_evals4": "the same, pruning from the 4th instance",
     "acro_evals": "Acrobot, 30 trials x 3 seeds, 32,768 frames, evaluated every 4,096 frames",
     "acro_wilcoxon": "the same with the Wilcoxon pruner on (seed, evaluation)",
+    "acro_wilcoxon4": "the same, pruning from the 4th instance",
+    "acro_wilcoxon_p2": "the same, pruning below p = 0.2",
     "acro65_evals": "Acrobot, 30 trials x 3 seeds, 65,536 frames, evaluated every 4,096 frames",
     "acro65_wilcoxon": "the same with the Wilcoxon pruner on (seed, evaluation)",
 }

@@ -22,7 +22,6 @@ from optuna.trial import TrialState
 
 from hydra_plugins.xdrl_optuna.optuna_sweeper import OptunaSweeper
 from hydra_plugins.xdrl_optuna.pruning import WITHIN_RUNS, pruner_kind
-from hydra_plugins.xdrl_optuna.seeded import pairs_first_order
 from hydra_plugins.xdrl_optuna.wilcoxon import EvaluationWilcoxonPruner
 from tests.conftest import CONF, compose_config
 from xdrl.config.errors import ConfigError
@@ -182,40 +181,66 @@ def test_the_wilcoxon_pruner_on_evaluations_stops_a_trial_behind_the_best_on_eac
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
-@pytest.mark.parametrize(
-    ("pruner", "order"),
-    [
-        ("wilcoxon_evals", ["0_seed0", "0_seed1", "1_seed0", "1_seed1", "0_seed2", "1_seed2"]),
-        ("median", ["0_seed0", "0_seed1", "0_seed2", "1_seed0", "1_seed1", "1_seed2"]),
-    ],
-)
-def test_a_wilcoxon_pruner_on_evaluations_launches_two_seeds_of_every_trial_first(
-    pruner: str, order: list[str], tmp_path: Path
+def test_the_wilcoxon_pruner_on_evaluations_starts_trials_in_pairs_and_carries_later_seeds(
+    tmp_path: Path,
 ) -> None:
-    """Launchers start jobs in the order given: with the Wilcoxon pruner on (seed, evaluation)
-    instances, every trial of a batch gets two seeds running before any trial's third, so on 2
-    workers no trial reports from one seed alone; the median pruner, which waits for all of a
-    trial's seeds at each step, keeps a trial's seeds together."""
+    """3 seeds a trial, 2 trials a batch, 6 trials. Each trial starts with its seeds 0 and 1
+    side by side; its seed 2 waits for the next launch, first in it, and only beside another
+    trial's (on 2 workers a lone seed leaves the other worker idle). Trials 0 and 1 (x = 0, 10)
+    have no finished trial to be compared with; trial 2 (x = -5) is behind trial 1 on all 8
+    instances of its first two seeds when trial 1 has finished, so it is stopped before its
+    third seed starts, which leaves trial 3's seed 2 alone: it waits for the next batch's."""
     launcher = _TrainingLauncher(tmp_path)
-    if pruner == "wilcoxon_evals":
-        launcher.step = lambda frames, seed: frames * 1000 + seed
-    node = OmegaConf.load(CONF / "hydra" / "sweeper" / "pruner" / f"{pruner}.yaml")
-    sweeper = _sweeper(launcher, instantiate(node)())
-    sweeper.n_trials, sweeper.n_jobs, sweeper.seeds_per_trial = 2, 2, 3
+    launcher.step = lambda frames, seed: frames * 1000 + seed
+    launches: list[list[str]] = []
+    launch = launcher.launch
+
+    def recorded(jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
+        launches.append([dict(o.split("=", 1) for o in job)["hydra.sweep.subdir"] for job in jobs])
+        return launch(jobs, initial_job_idx)
+
+    launcher.launch = recorded  # type: ignore[method-assign]
+    sweeper = _sweeper(launcher, EvaluationWilcoxonPruner(p_threshold=0.1, n_startup_steps=4))
+    sweeper.n_trials, sweeper.n_jobs, sweeper.seeds_per_trial = 6, 2, 3
     study = sweeper._study(tmp_path)
+    for x in (0.0, 10.0, -5.0, 20.0, 30.0, 40.0):
+        study.enqueue_trial({"x": x})
     sweeper._run(study, SPACE, [], tmp_path)
 
-    assert launcher.order == order
-    assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE] * 2
+    assert launches == [
+        ["0_seed0", "0_seed1", "1_seed0", "1_seed1"],
+        ["0_seed2", "1_seed2", "2_seed0", "2_seed1", "3_seed0", "3_seed1"],
+        ["4_seed0", "4_seed1", "5_seed0", "5_seed1"],
+        ["3_seed2", "4_seed2", "5_seed2"],
+    ]
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2 + [TrialState.PRUNED] + [
+        TrialState.COMPLETE
+    ] * 3
+    assert trials[2].user_attrs["pruned_at_frames"] == 4 * EVERY
+    assert not (tmp_path / "2_seed2").exists()
+    means = [sum(CURVES[s][-1] for s in range(3)) / 3 + x for x in (0, 10, 20, 30, 40)]
+    assert [t.value for t in trials if t.number != 2] == pytest.approx(means)
 
 
-def test_pairs_first_order_keeps_the_order_within_each_rank() -> None:
-    """A trial continued after Ctrl-C lacks only its third seed: that seed is its first job
-    of the launch and goes in the first rank."""
-    a, b, c = (optuna.trial.FixedTrial({}, number=n) for n in (0, 1, 2))
-    jobs = [(a, 2), (b, 0), (b, 1), (b, 2), (c, 0), (c, 1), (c, 2), (c, 3)]
-    got = [(t.number, s) for t, s in pairs_first_order(jobs)]
-    assert got == [(0, 2), (1, 0), (1, 1), (2, 0), (2, 1), (1, 2), (2, 2), (2, 3)]
+def test_the_median_pruner_launches_a_trials_seeds_together(tmp_path: Path) -> None:
+    """The median pruner waits for all of a trial's seeds at each step: one launch a batch,
+    trial by trial."""
+    launcher = _TrainingLauncher(tmp_path)
+    launches: list[int] = []
+    launch = launcher.launch
+
+    def recorded(jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
+        launches.append(len(jobs))
+        return launch(jobs, initial_job_idx)
+
+    launcher.launch = recorded  # type: ignore[method-assign]
+    sweeper = _sweeper(launcher, optuna.pruners.MedianPruner(n_startup_trials=5))
+    sweeper.n_trials, sweeper.n_jobs, sweeper.seeds_per_trial = 2, 2, 3
+    sweeper._run(sweeper._study(tmp_path), SPACE, [], tmp_path)
+
+    assert launcher.order == [f"{t}_seed{s}" for t in (0, 1) for s in (0, 1, 2)]
+    assert launches == [6]
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")

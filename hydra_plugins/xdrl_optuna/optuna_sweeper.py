@@ -60,10 +60,18 @@ from hydra_plugins.xdrl_optuna.pruning import (
     SEED_STRIDE,
     WITHIN_RUNS,
     EvaluationWatcher,
+    judge_waiting,
     pruner_kind,
 )
 from hydra_plugins.xdrl_optuna.recheck import RECHECK_DIR, run_recheck
-from hydra_plugins.xdrl_optuna.seeded import fail_trial, job_folder, outcome, run_seeded
+from hydra_plugins.xdrl_optuna.seeded import (
+    fail_trial,
+    job_folder,
+    outcome,
+    pair_up,
+    run_seeded,
+    seed_values,
+)
 from hydra_plugins.xdrl_optuna.seeds import check_seed_settings, tuning_seeds
 from xdrl.config.errors import ConfigError
 from xdrl.report.study import (
@@ -533,25 +541,36 @@ class OptunaSweeper(Sweeper):
         in batches of ``n_jobs``, until ``n_trials`` are finished or the sweep is interrupted."""
         from optuna.trial import Trial, TrialState
 
+        carried: list[Any] = []  # trials whose later seeds wait for a launch (:func:`pair_up`)
         stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
         for frozen in stale:
             trial = Trial(study, frozen._trial_id)  # the running trial, to tell and annotate
             log.info("Trial %d was left running: running it again in its folder", trial.number)
-            self._launch(study, [trial], fixed, sweep_dir)
+            carried += self._launch(study, [trial], fixed, sweep_dir)
             if sweep_interrupted(sweep_dir):
                 return
-        while _finished(study) < self.n_trials and not sweep_interrupted(sweep_dir):
-            size = min(self.n_jobs, self.n_trials - _finished(study))
-            trials = _ask_unmeasured(study, space, size)
-            if not trials:
+        while not sweep_interrupted(sweep_dir):
+            room = self.n_trials - _finished(study) - len(carried)
+            trials = _ask_unmeasured(study, space, min(self.n_jobs, room)) if room > 0 else []
+            if not trials and not carried:
                 _write_results(study, sweep_dir)
                 return
-            self._launch(study, trials, fixed, sweep_dir)
+            carried = judge_waiting(study, carried)
+            now, later = pair_up(carried, self._missing) if trials else (carried, [])
+            carried = later + self._launch(study, now + trials, fixed, sweep_dir)
 
-    def _launch(self, study: Any, trials: list[Any], fixed: list[str], sweep_dir: Path) -> None:
+    def _missing(self, trial: Any) -> int:
+        """How many of its seeds ``trial`` has not run."""
+        return self.seeds_per_trial - len(seed_values(trial))
+
+    def _launch(
+        self, study: Any, trials: list[Any], fixed: list[str], sweep_dir: Path
+    ) -> list[Any]:
+        """Run ``trials`` (one batch); the trials that still lack seeds, for the next batch
+        (a pruner that judges each seed's evaluations: :func:`~.seeded.paired_jobs`)."""
         if self._seeded:
             seeds = tuning_seeds(self._base_seed(), self.seeds_per_trial)
-            run_seeded(
+            left = run_seeded(
                 study,
                 trials,
                 seeds=seeds,
@@ -565,16 +584,17 @@ class OptunaSweeper(Sweeper):
                 if self._prune_kind == WITHIN_RUNS
                 else None,
                 second=self._frames_to(sweep_dir) if self.frames_to_reach is not None else None,
-                pairs_first=self._per_instance,
+                carry=self._per_instance,
             )
             _write_results(study, sweep_dir)
-            return
+            return left
         for start, group in _consecutive(trials):
             jobs = [[*fixed, *(f"{k}={_show(v)}" for k, v in t.params.items())] for t in group]
             returns = self.launcher.launch(jobs, initial_job_idx=start)
             for trial, ret in zip(group, returns, strict=True):
                 _tell(study, trial, ret)
         _write_results(study, sweep_dir)
+        return []
 
     def _frames_to(self, sweep_dir: Path) -> Callable[[Any, int], float]:
         """A finished seed's frames to reach ``frames_to_reach``, from its evaluations."""

@@ -206,3 +206,23 @@ class EvaluationWatcher:
         for seed in self.seeds:
             folder = self.folder(trial, seed)
             write_stop_request(folder, "pruned", reason)
+
+
+def judge_waiting(study: Any, trials: list[Any]) -> list[Any]:
+    """Ask the pruner again about trials that wait between launches for their later seeds (a
+    better trial may have finished since their last evaluation); tell the pruned ones PRUNED at
+    the frames of their furthest seed and return the others."""
+    from optuna.trial import TrialState
+
+    kept = []
+    for trial in trials:
+        if not trial.should_prune():
+            kept.append(trial)
+            continue
+        steps = study.get_trials(deepcopy=False)[trial.number].intermediate_values
+        at = max(step // SEED_STRIDE for step in steps)
+        trial.set_user_attr(PRUNED_AT_ATTR, at)
+        study.tell(trial.number, state=TrialState.PRUNED)
+        log.info("Trial %d pruned at %d frames before its later seeds: a better trial finished "
+                 "since its last evaluation", trial.number, at)  # fmt: skip
+    return kept

@@ -104,8 +104,8 @@ def run_seeded(
     interrupted: Callable[[], bool],
     watch: Callable[[list[Any]], AbstractContextManager[Any]] | None = None,
     second: Callable[[Any, int], float] | None = None,
-    pairs_first: bool = False,
-) -> None:
+    carry: bool = False,
+) -> list[Any]:
     """Run the seeds each of ``trials`` lacks and tell each trial once it has them all.
 
     A failed seed fails its trial (one line); an interrupted one leaves it running; with
@@ -113,16 +113,21 @@ def run_seeded(
     the seeds it ran. ``watch(trials)``: a context around each launch that reports the running
     jobs' evaluations and prunes within runs (:class:`~.pruning.EvaluationWatcher`).
     ``second(trial, seed)``: a finished seed's second objective (:mod:`.objectives`); the trial
-    is then told both aggregates. ``pairs_first``: launch order of :func:`pairs_first_order`
-    (for a pruner that judges each seed's evaluations as they come)."""
+    is then told both aggregates.
+
+    ``carry`` (a pruner that judges each seed's evaluations as they come): one launch only, in
+    :func:`paired_jobs`' order, and the trials that still lack seeds are returned for the caller
+    to launch with its next batch (:func:`pair_up`). Without it every trial is told before the
+    function returns, and it returns ``[]``."""
     active = list(trials)
     for trial in active:
         trial.set_user_attr(SEEDS_ATTR, seeds)
     while active and not interrupted():
         todo = [(t, [s for s in seeds if s not in seed_values(t)]) for t in active]
-        jobs = [(t, s) for t, missing in todo for s in (missing[:1] if prune else missing)]
-        if pairs_first:
-            jobs = pairs_first_order(jobs)
+        if carry:
+            jobs = paired_jobs(todo, len(seeds))
+        else:
+            jobs = [(t, s) for t, missing in todo for s in (missing[:1] if prune else missing)]
         if not jobs:
             break
         with watch(active) if watch is not None else nullcontext():
@@ -140,25 +145,35 @@ def run_seeded(
         for trial in list(active):
             if _finish(study, trial, seeds, aggregate_name, prune, two=second is not None):
                 active.remove(trial)
+        if carry:
+            return active
+    return []
 
 
-def pairs_first_order(jobs: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
-    """``jobs`` with the first two seeds of every trial ahead of any trial's third and later.
+def paired_jobs(todo: list[tuple[Any, list[int]]], n_seeds: int) -> list[tuple[Any, int]]:
+    """One launch's jobs for ``(trial, missing seeds)``: the later seeds of trials carried from
+    an earlier batch first, then the first two seeds of each fresh trial, in trial order.
 
-    Launchers start jobs in the order given. Trial by trial (A0 A1 A2 B0 B1 B2 on 2 workers)
-    trial B's first seed runs beside A's last, alone for its trial, and a pruner that counts
-    each (seed, evaluation) as one instance needs twice the frames to judge B; in this order
-    (A0 A1 B0 B1 A2 B2) every trial has two seeds reporting side by side from its start, and a
-    trial stopped by then never trains its third. On Acrobot (30 trials x 3 seeds, 2 workers,
-    docs/optuna.md) the trial-by-trial order trained 0.63x the frames of the unpruned search
-    where replaying the same evaluations with two seeds per trial gave 0.52x."""
-    position: dict[int, int] = {}
-    keyed = []
-    for order, (trial, seed) in enumerate(jobs):
-        index = position.get(trial.number, 0)
-        position[trial.number] = index + 1
-        keyed.append(((0, order) if index < 2 else (1, index, order), (trial, seed)))
-    return [job for _, job in sorted(keyed, key=lambda item: item[0])]
+    Launchers start jobs in the order given. Trial by trial (A0 A1 A2 B0 B1 B2 on 2 workers),
+    B's first seed runs beside A's last, alone for its trial, so a pruner that counts each
+    (seed, evaluation) as one instance needs twice the frames to judge B; and a trial's third
+    seed, started beside a trial that was stopped, leaves the other worker idle until it ends.
+    Here each trial starts with two seeds side by side, and its later seeds wait for a batch
+    where they have company (:func:`pair_up`); a trial stopped on its first two never starts
+    the rest. Measured on Acrobot in docs/optuna.md."""
+    carried = [(t, s) for t, missing in todo if len(missing) < n_seeds for s in missing]
+    fresh = [(t, s) for t, missing in todo if len(missing) == n_seeds for s in missing[:2]]
+    return carried + fresh
+
+
+def pair_up(carried: list[Any], n_missing: Callable[[Any], int]) -> tuple[list[Any], list[Any]]:
+    """``(launch now, keep for later)``: the carried trials whose jobs make an even count, the
+    oldest first; the newest is kept back when the count is odd, to run beside the next
+    batch's."""
+    jobs = sum(n_missing(t) for t in carried)
+    if jobs % 2 == 0 or not carried:
+        return list(carried), []
+    return carried[:-1], carried[-1:]
 
 
 def _stop_unfinished(study: Any, outcomes: list[tuple[Any, int, str, Any]]) -> set[int]:

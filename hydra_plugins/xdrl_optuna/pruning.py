@@ -40,9 +40,9 @@ log = logging.getLogger(__name__)
 BETWEEN_SEEDS = "seeds"  # WilcoxonPruner: a step per seed, judged between a trial's seeds
 WITHIN_RUNS = "evaluations"  # median, halving, ...: a step per evaluation, judged while it runs
 # How often the sweep process reads the running jobs' evaluations. A stopped job trains on until
-# the read after the evaluation that stopped it: at 1 s, Acrobot's pruned jobs (about 7,000
-# frames/s) trained 4,000-8,000 frames past the 12,288-16,384 that judged them. A read of a
-# batch's evaluation files takes well under a millisecond.
+# the read after the evaluation that stopped it: at 1 s, Acrobot's stopped jobs (about 7,000
+# frames/s) ran a median of 2,816 frames (up to 4,352) past it, at 0.2 s 1,280-1,536 (docs/
+# optuna.md). A read of a batch's evaluation files takes well under a millisecond.
 POLL_S = 0.2
 SEED_STRIDE = 1000  # an instance's step: frames * SEED_STRIDE + the seed's index in its trial
 

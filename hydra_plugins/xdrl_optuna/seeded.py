@@ -13,6 +13,8 @@ seeds a trial has run with the same seeds of the best trial and stops it once a 
 says it is worse. Without a pruner the whole batch is one launch. A pruner that judges runs
 while they train (median, halving: :mod:`.pruning`) keeps the one launch and watches its
 evaluations; a job it stops says ``pruned`` in its summary.json and its trial is told PRUNED.
+The Wilcoxon pruner on evaluations starts each trial with two seeds and carries its later seeds
+into the next batch's launch (:func:`paired_jobs`, :func:`pair_up`).
 """
 
 from __future__ import annotations

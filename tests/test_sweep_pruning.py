@@ -223,6 +223,37 @@ def test_the_wilcoxon_pruner_on_evaluations_starts_trials_in_pairs_and_carries_l
     assert [t.value for t in trials if t.number != 2] == pytest.approx(means)
 
 
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_a_trial_left_waiting_for_its_third_seed_runs_only_that_seed_when_continued(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while trial 0 waited for its seed 2 (seeds 0 and 1 done, kept as its user
+    attribute): the same command launches seed 2 alone, then a fresh trial in pairs."""
+    launcher = _TrainingLauncher(tmp_path)
+    launcher.step = lambda frames, seed: frames * 1000 + seed
+    launches: list[list[str]] = []
+    launch = launcher.launch
+
+    def recorded(jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
+        launches.append([dict(o.split("=", 1) for o in job)["hydra.sweep.subdir"] for job in jobs])
+        return launch(jobs, initial_job_idx)
+
+    launcher.launch = recorded  # type: ignore[method-assign]
+    sweeper = _sweeper(launcher, EvaluationWilcoxonPruner(p_threshold=0.1, n_startup_steps=4))
+    sweeper.n_trials, sweeper.n_jobs, sweeper.seeds_per_trial = 2, 1, 3
+    study = sweeper._study(tmp_path)
+    study.enqueue_trial({"x": 0.0})
+    waiting = study.ask(SPACE)
+    waiting.set_user_attr("seed_values", {"0": 40.0, "1": 60.0})
+    sweeper._run(study, SPACE, [], tmp_path)
+
+    assert launches == [["0_seed2"], ["1_seed0", "1_seed1"], ["1_seed2"]]
+    first = study.get_trials()[0]
+    assert first.state == TrialState.COMPLETE
+    assert first.value == pytest.approx((40.0 + 60.0 + CURVES[2][-1]) / 3)
+    assert not (tmp_path / "0_seed0").exists()  # its finished seeds were not run again
+
+
 def test_the_median_pruner_launches_a_trials_seeds_together(tmp_path: Path) -> None:
     """The median pruner waits for all of a trial's seeds at each step: one launch a batch,
     trial by trial."""

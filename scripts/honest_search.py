@@ -52,116 +52,45 @@ HOLDOUT_SEEDS = range(2000, 2010)  # disjoint from the tuning seeds (0-2) and th
 OBJECTIVE = "eval/deterministic/reward/episode_reward_mean"
 BASE = ["-m", "experiment=cartpole_ppo", "hparams_search=ppo_cartpole_seeds", "num_threads=1",
         "logging=none", "checkpoint=none"]  # fmt: skip
+THREE = ["hydra.sweeper.seeds_per_trial=3", "hydra.sweeper.n_trials=30"]  # 30 trials x 3 seeds
+ONE = ["hydra.sweeper.seeds_per_trial=1", "hydra.sweeper.n_trials=90"]  # the same budget, 1 seed
+WILCOXON_EVALS = "hydra/sweeper/pruner=wilcoxon_evals"
+FOURTH = "hydra.sweeper.pruner.n_startup_steps=4"  # prune from the 4th instance, not the 6th
+# 24,576 frames per run: the RL-Zoo settings solve all 10 test seeds there (docs/optuna.md)
+CARTPOLE_24K = ["total_frames=24576"]
+CARTPOLE_EVALS = [*THREE, *CARTPOLE_24K, "eval.interval_frames=2048"]  # evaluated while training
+# Acrobot at 32,768 frames, where seeds differ more than CartPole's at 24,576 (threshold -100:
+# --threshold -100), evaluated every 4,096 frames
+ACROBOT = ["env=acrobot", *THREE, "total_frames=32768", "eval.interval_frames=4096"]
+# Acrobot at 65,536 frames (xdrl's default PPO solves 5 of 5 seeds there), still evaluated
+# every 4,096 frames: 16 evaluations a run, so a trial can be judged at a fifth of its frames
+ACROBOT_65K = ["env=acrobot", *THREE, "total_frames=65536", "eval.interval_frames=4096"]
 ARMS = {
-    "seeds": ["hydra.sweeper.seeds_per_trial=3", "hydra.sweeper.n_trials=30"],
-    "single": ["hydra.sweeper.seeds_per_trial=1", "hydra.sweeper.n_trials=90"],
-    "wilcoxon": [
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "hydra/sweeper/pruner=wilcoxon",
-    ],
+    "seeds": THREE,
+    "single": ONE,
+    "wilcoxon": [*THREE, "hydra/sweeper/pruner=wilcoxon"],
     # Pruning within runs needs evaluations during training: both arms evaluate every 2,048
     # frames (4 evaluations, the last the final one) and run one trial's 3 seeds side by side
     # (--joblib 3, hydra.sweeper.n_jobs=1), so a trial's value at each step is there together.
-    "evals": [
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "hydra.sweeper.n_jobs=1",
-        "eval.interval_frames=2048",
-    ],
+    "evals": [*THREE, "hydra.sweeper.n_jobs=1", "eval.interval_frames=2048"],
     "median": [
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
+        *THREE,
         "hydra.sweeper.n_jobs=1",
         "eval.interval_frames=2048",
         "hydra/sweeper/pruner=median",
     ],
-    # 24,576 frames per run: the RL-Zoo settings solve all 10 test seeds there (docs/optuna.md)
-    "seeds_24k": [
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "total_frames=24576",
-    ],
-    "single_24k": [
-        "hydra.sweeper.seeds_per_trial=1",
-        "hydra.sweeper.n_trials=90",
-        "total_frames=24576",
-    ],
-    "evals_24k": [
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "total_frames=24576",
-        "eval.interval_frames=2048",
-    ],
-    "wilcoxon_evals": [
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "total_frames=24576",
-        "eval.interval_frames=2048",
-        "hydra/sweeper/pruner=wilcoxon_evals",
-    ],
-    # The same with 4 instances before a trial can stop (2 seeds x 2 evaluations, 4,096 frames)
-    "wilcoxon_evals4": [
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "total_frames=24576",
-        "eval.interval_frames=2048",
-        "hydra/sweeper/pruner=wilcoxon_evals",
-        "hydra.sweeper.pruner.n_startup_steps=4",
-    ],
-    # Acrobot at 32,768 frames, where seeds differ more than CartPole's at 24,576 (threshold -100:
-    # --threshold -100), evaluated every 4,096 frames, without and with the Wilcoxon pruner
-    "acro_evals": [
-        "env=acrobot",
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "total_frames=32768",
-        "eval.interval_frames=4096",
-    ],
-    "acro_wilcoxon": [
-        "env=acrobot",
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "total_frames=32768",
-        "eval.interval_frames=4096",
-        "hydra/sweeper/pruner=wilcoxon_evals",
-    ],
+    "seeds_24k": [*THREE, *CARTPOLE_24K],
+    "single_24k": [*ONE, *CARTPOLE_24K],
+    "evals_24k": CARTPOLE_EVALS,
+    "wilcoxon_evals": [*CARTPOLE_EVALS, WILCOXON_EVALS],
+    "wilcoxon_evals4": [*CARTPOLE_EVALS, WILCOXON_EVALS, FOURTH],
+    "acro_evals": ACROBOT,
+    "acro_wilcoxon": [*ACROBOT, WILCOXON_EVALS],
     # The same pruner readier to stop: from the 4th instance, or below p = 0.2 instead of 0.1
-    "acro_wilcoxon4": [
-        "env=acrobot",
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "total_frames=32768",
-        "eval.interval_frames=4096",
-        "hydra/sweeper/pruner=wilcoxon_evals",
-        "hydra.sweeper.pruner.n_startup_steps=4",
-    ],
-    "acro_wilcoxon_p2": [
-        "env=acrobot",
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "total_frames=32768",
-        "eval.interval_frames=4096",
-        "hydra/sweeper/pruner=wilcoxon_evals",
-        "hydra.sweeper.pruner.p_threshold=0.2",
-    ],
-    # Acrobot at 65,536 frames (xdrl's default PPO solves 5 of 5 seeds there), still evaluated
-    # every 4,096 frames: 16 evaluations a run, so a trial can be judged at a fifth of its frames
-    "acro65_evals": [
-        "env=acrobot",
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "total_frames=65536",
-        "eval.interval_frames=4096",
-    ],
-    "acro65_wilcoxon": [
-        "env=acrobot",
-        "hydra.sweeper.seeds_per_trial=3",
-        "hydra.sweeper.n_trials=30",
-        "total_frames=65536",
-        "eval.interval_frames=4096",
-        "hydra/sweeper/pruner=wilcoxon_evals",
-    ],
+    "acro_wilcoxon4": [*ACROBOT, WILCOXON_EVALS, FOURTH],
+    "acro_wilcoxon_p2": [*ACROBOT, WILCOXON_EVALS, "hydra.sweeper.pruner.p_threshold=0.2"],
+    "acro65_evals": ACROBOT_65K,
+    "acro65_wilcoxon": [*ACROBOT_65K, WILCOXON_EVALS],
 }
 
 LABELS = {

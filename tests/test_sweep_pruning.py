@@ -47,7 +47,7 @@ class _TrainingLauncher:
         self.storage = optuna.storages.InMemoryStorage()  # the sweeper's study lives here
         self.written: dict[str, int] = {}  # job folder -> evaluations written
         self.step = lambda frames, seed: frames  # the Optuna step the sweep reports it at
-        self.order: list[str] = []  # job folders in the order the sweeper launched them
+        self.launches: list[list[str]] = []  # each launch's job folders, in launch order
 
     def _reported(self, trial: int, seed: int, frames: int) -> bool:
         study = optuna.load_study(study_name="study", storage=self.storage)
@@ -80,7 +80,7 @@ class _TrainingLauncher:
     def launch(self, jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
         del initial_job_idx
         parsed = [dict(o.split("=", 1) for o in job) for job in jobs]
-        self.order += [job["hydra.sweep.subdir"] for job in parsed]
+        self.launches.append([job["hydra.sweep.subdir"] for job in parsed])
         with ThreadPoolExecutor(len(parsed)) as pool:
             return list(pool.map(self._job, parsed))
 
@@ -192,14 +192,6 @@ def test_the_wilcoxon_pruner_on_evaluations_starts_trials_in_pairs_and_carries_l
     third seed starts, which leaves trial 3's seed 2 alone: it waits for the next batch's."""
     launcher = _TrainingLauncher(tmp_path)
     launcher.step = lambda frames, seed: frames * 1000 + seed
-    launches: list[list[str]] = []
-    launch = launcher.launch
-
-    def recorded(jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
-        launches.append([dict(o.split("=", 1) for o in job)["hydra.sweep.subdir"] for job in jobs])
-        return launch(jobs, initial_job_idx)
-
-    launcher.launch = recorded  # type: ignore[method-assign]
     sweeper = _sweeper(launcher, EvaluationWilcoxonPruner(p_threshold=0.1, n_startup_steps=4))
     sweeper.n_trials, sweeper.n_jobs, sweeper.seeds_per_trial = 6, 2, 3
     study = sweeper._study(tmp_path)
@@ -207,7 +199,7 @@ def test_the_wilcoxon_pruner_on_evaluations_starts_trials_in_pairs_and_carries_l
         study.enqueue_trial({"x": x})
     sweeper._run(study, SPACE, [], tmp_path)
 
-    assert launches == [
+    assert launcher.launches == [
         ["0_seed0", "0_seed1", "1_seed0", "1_seed1"],
         ["0_seed2", "1_seed2", "2_seed0", "2_seed1", "3_seed0", "3_seed1"],
         ["4_seed0", "4_seed1", "5_seed0", "5_seed1"],
@@ -231,14 +223,6 @@ def test_a_trial_left_waiting_for_its_third_seed_runs_only_that_seed_when_contin
     attribute): the same command launches seed 2 alone, then a fresh trial in pairs."""
     launcher = _TrainingLauncher(tmp_path)
     launcher.step = lambda frames, seed: frames * 1000 + seed
-    launches: list[list[str]] = []
-    launch = launcher.launch
-
-    def recorded(jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
-        launches.append([dict(o.split("=", 1) for o in job)["hydra.sweep.subdir"] for job in jobs])
-        return launch(jobs, initial_job_idx)
-
-    launcher.launch = recorded  # type: ignore[method-assign]
     sweeper = _sweeper(launcher, EvaluationWilcoxonPruner(p_threshold=0.1, n_startup_steps=4))
     sweeper.n_trials, sweeper.n_jobs, sweeper.seeds_per_trial = 2, 1, 3
     study = sweeper._study(tmp_path)
@@ -247,7 +231,7 @@ def test_a_trial_left_waiting_for_its_third_seed_runs_only_that_seed_when_contin
     waiting.set_user_attr("seed_values", {"0": 40.0, "1": 60.0})
     sweeper._run(study, SPACE, [], tmp_path)
 
-    assert launches == [["0_seed2"], ["1_seed0", "1_seed1"], ["1_seed2"]]
+    assert launcher.launches == [["0_seed2"], ["1_seed0", "1_seed1"], ["1_seed2"]]
     first = study.get_trials()[0]
     assert first.state == TrialState.COMPLETE
     assert first.value == pytest.approx((40.0 + 60.0 + CURVES[2][-1]) / 3)
@@ -258,20 +242,11 @@ def test_the_median_pruner_launches_a_trials_seeds_together(tmp_path: Path) -> N
     """The median pruner waits for all of a trial's seeds at each step: one launch a batch,
     trial by trial."""
     launcher = _TrainingLauncher(tmp_path)
-    launches: list[int] = []
-    launch = launcher.launch
-
-    def recorded(jobs: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
-        launches.append(len(jobs))
-        return launch(jobs, initial_job_idx)
-
-    launcher.launch = recorded  # type: ignore[method-assign]
     sweeper = _sweeper(launcher, optuna.pruners.MedianPruner(n_startup_trials=5))
     sweeper.n_trials, sweeper.n_jobs, sweeper.seeds_per_trial = 2, 2, 3
     sweeper._run(sweeper._study(tmp_path), SPACE, [], tmp_path)
 
-    assert launcher.order == [f"{t}_seed{s}" for t in (0, 1) for s in (0, 1, 2)]
-    assert launches == [6]
+    assert launcher.launches == [["0_seed0", "0_seed1", "0_seed2", "1_seed0", "1_seed1", "1_seed2"]]
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")

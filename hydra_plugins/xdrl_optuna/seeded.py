@@ -172,8 +172,7 @@ def pair_up(carried: list[Any], n_missing: Callable[[Any], int]) -> tuple[list[A
     """``(launch now, keep for later)``: the carried trials whose jobs make an even count, the
     oldest first; the newest is kept back when the count is odd, to run beside the next
     batch's."""
-    jobs = sum(n_missing(t) for t in carried)
-    if jobs % 2 == 0 or not carried:
+    if sum(n_missing(t) for t in carried) % 2 == 0:
         return list(carried), []
     return carried[:-1], carried[-1:]
 

@@ -20,7 +20,10 @@ worker's envs in threads (:func:`set_env_threads`). The rest xdrl adds is proces
 - :func:`worker_init` runs first in each worker: the worker dies with the run
   (``PR_SET_PDEATHSIG``, also when the run is SIGKILLed) and ignores SIGINT/SIGTERM/SIGUSR2, which
   a terminal or SLURM sends to the whole process group: the run stops its workers itself, after
-  the checkpoint, which asks them for their state.
+  the checkpoint, which asks them for their state. A worker is spawned with those signals blocked
+  (:meth:`WorkerCollector._run_processes`), so one sent while it still imports torch (~5 s,
+  before ``worker_init`` runs) waits and is then ignored; a run stopped then kills its
+  half-started workers instead of waiting for them.
 - :class:`WorkerCollector` names a failed worker and its cause in one line
   (:class:`WorkerFailed`): the worker's collector (:class:`FaultReportingCollector`) writes the
   exception into a file before the worker exits, where TorchRL's parent only sees an exit code.
@@ -92,10 +95,18 @@ class WorkerFailed(RuntimeError):
     """A collector worker died: which one and why, in one line."""
 
 
+# What a terminal (Ctrl-C) or a scheduler (SIGTERM; SLURM's USR2) sends the run's whole process
+# group, workers included: the run stops its workers itself.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2)
+
+
 def worker_init() -> None:
-    """First thing in a worker process: die with the parent, leave stop signals to it."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2):
+    """First thing in a worker process: die with the parent, leave stop signals to it (ignored
+    from here on; one that arrived while the worker started, blocked since its spawn, is dropped
+    as the block lifts)."""
+    for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         import ctypes
 
@@ -110,7 +121,9 @@ def worker_init() -> None:
 class _FaultReporting:
     """What both worker collectors add to theirs: the exception that ends collection is written
     into ``<fault_dir>/worker-<i>.txt`` (one line) and exits the worker with code 1, no
-    traceback; ``state_dict`` also holds the envs mid-episode, the episodes in progress and the
+    traceback (one that fails the collector's construction, such as an env whose ``reset``
+    raises, is written there too, then left to TorchRL's runner to report); ``state_dict`` also
+    holds the envs mid-episode, the episodes in progress and the
     torch generator (:class:`~xdrl.training.env_state.EnvState`'s pickle), so a resume is exact."""
 
     _fault_dir: str | None
@@ -126,11 +139,17 @@ class _FaultReporting:
         try:
             yield from super().iterator()  # type: ignore[misc]
         except Exception as err:  # noqa: BLE001 - any env or policy error ends this worker
-            text = str(err).strip()
-            line = f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
-            path = Path(self._fault_dir) / _FAULT_FILE.format(self._worker)
-            path.write_text(line + "\n", encoding="utf-8")
+            self._write_fault(err)
             raise SystemExit(1) from err
+
+    def _write_fault(self, err: BaseException) -> None:
+        """``Type: first line`` of ``err`` into the file the run reads (a Ray actor has none)."""
+        if self._fault_dir is None:
+            return
+        text = str(err).strip()
+        line = f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
+        path = Path(self._fault_dir) / _FAULT_FILE.format(self._worker)
+        path.write_text(line + "\n", encoding="utf-8")
 
     def state_dict(self) -> OrderedDict:
         """The collector's ``state_dict`` with this worker's episodes and torch generator."""
@@ -170,7 +189,11 @@ class FaultReportingCollector(_FaultReporting, Collector):
     def __init__(self, *args: Any, fault_dir: str | None, **kwargs: Any) -> None:
         self._fault_dir = fault_dir
         self._worker = kwargs.get("worker_idx")
-        super().__init__(*args, **kwargs)
+        try:
+            super().__init__(*args, **kwargs)
+        except Exception as err:
+            self._write_fault(err)
+            raise
 
 
 class LeanWorkerCollector(_FaultReporting, VectorCollector):
@@ -218,15 +241,19 @@ class LeanWorkerCollector(_FaultReporting, VectorCollector):
     ) -> None:
         self._fault_dir = fault_dir
         self._worker = self.worker_idx = worker_idx
-        env = create_env_fn(**(create_env_kwargs or {}))
-        policy = policy_factory() if policy_factory is not None else policy
-        super().__init__(
-            env,
-            policy,
-            frames_per_batch=frames_per_batch,
-            total_frames=total_frames if total_frames >= 0 else sys.maxsize,
-            init_random_frames=init_random_frames or 0,
-        )
+        try:
+            env = create_env_fn(**(create_env_kwargs or {}))
+            policy = policy_factory() if policy_factory is not None else policy
+            super().__init__(
+                env,
+                policy,
+                frames_per_batch=frames_per_batch,
+                total_frames=total_frames if total_frames >= 0 else sys.maxsize,
+                init_random_frames=init_random_frames or 0,
+            )
+        except Exception as err:
+            self._write_fault(err)
+            raise
         self._out: TensorDictBase | None = None
 
     def iterator(self) -> Iterator[TensorDictBase]:
@@ -241,6 +268,20 @@ class LeanWorkerCollector(_FaultReporting, VectorCollector):
             else:
                 self._out.update_(batch)
             yield self._out
+
+
+class _SpawnWatch(list):
+    """TorchRL's list of worker processes, which it appends to as it spawns them: calls
+    ``spawned`` once it holds ``count``."""
+
+    def __init__(self, procs: list[Any], count: int, spawned: Callable[[], None]) -> None:
+        super().__init__(procs)
+        self.count, self.spawned = count, spawned
+
+    def append(self, proc: Any) -> None:
+        super().append(proc)
+        if len(self) == self.count:
+            self.spawned()
 
 
 def resume_note(workers: list[Any]) -> str | None:
@@ -279,12 +320,69 @@ class WorkerCollector(MultiCollector):
         self.fault_dir = fault_dir
         self.observation_norm = observation_norm
         self.resume_note: str | None = None
+        self._restore_mask: Callable[[], None] | None = None
         _STARTED.add(self)
         try:
             super().__init__(*args, **kwargs)
-        except BaseException:  # a worker that failed to start: stop the others, then raise
+        except Exception:  # a worker that failed to start: stop the others, then raise
             self.shutdown(raise_on_error=False)
             raise
+        except BaseException:  # a stop (Ctrl-C, SIGTERM) while they start: nothing to save
+            self._kill_workers()
+            self.shutdown(raise_on_error=False)
+            raise
+
+    @property
+    def procs(self) -> list[Any]:
+        """The worker processes (TorchRL's list; empty until :meth:`_run_processes` made it)."""
+        return self.__dict__.get("_procs", [])
+
+    @procs.setter
+    def procs(self, procs: list[Any]) -> None:
+        self._procs = _SpawnWatch(procs, self.num_workers, self._spawned)
+
+    def _run_processes(self) -> None:
+        """TorchRL's worker start, with the stop signals blocked in this thread while it spawns
+        the workers: each inherits the blocked signals and keeps them until :func:`worker_init`
+        ignores them. Unblocked they killed a worker still importing torch (SIGTERM) or printed
+        its ``KeyboardInterrupt`` traceback (two workers: 96 lines before the run's one line).
+        The block lifts as the last worker is spawned (:meth:`_spawned`), before TorchRL waits
+        for them to start: a signal arriving meanwhile stops the run then.
+
+        A worker whose collector failed to build (an env whose ``reset`` raises) wrote its
+        cause: :class:`WorkerFailed` names it in one line, where TorchRL re-raised it with the
+        worker's traceback."""
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        self._restore_mask = partial(signal.pthread_sigmask, signal.SIG_SETMASK, previous)
+        try:
+            super()._run_processes()  # type: ignore[misc]
+        except Exception as err:
+            failed = self._first_failure()  # before TorchRL's shutdown removes the fault files
+            if failed is None:
+                raise
+            raise WorkerFailed(failed) from err
+        finally:
+            self._unblock()
+
+    def _spawned(self) -> None:
+        """Every worker is spawned: log their pids (the workers now build their envs), then let
+        the stop signals through again."""
+        log.info("Collector workers spawned (pids %s): waiting for them to start",
+                 ", ".join(str(p.pid) for p in self.procs))  # fmt: skip
+        self._unblock()
+
+    def _unblock(self) -> None:
+        restore, self._restore_mask = self._restore_mask, None
+        if restore is not None:
+            restore()  # a signal that arrived while blocked is handled here
+
+    def _kill_workers(self) -> None:
+        """SIGKILL every worker still alive (workers ignore SIGTERM, and one still starting
+        does not read TorchRL's close message: its shutdown waited 10 s for it)."""
+        for proc in self.procs:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                if proc.is_alive():
+                    proc.kill()
 
     def iterator(self) -> Iterator[TensorDictBase]:
         """``MultiSyncCollector.iterator``, a dead worker named; the batches lose the

@@ -24,19 +24,21 @@ class WorkerResetFails(Corridor):
 
 class SlowClosingCorridor(Corridor):
     """A corridor whose ``close`` waits while the file ``hold`` exists (at most 120 s), after
-    writing ``<hold>.closing``: a test sends its signal while the run closes its envs, after the
-    checkpoint and ``summary.json`` are written."""
+    writing ``<hold>.closing``: a test sends its signal while the run closes its envs, after its
+    checkpoint. Only the first instance to close waits (the others find ``<hold>.closing``)."""
 
     def __init__(self, length: int = 100_000, hold: str = "") -> None:
         super().__init__(length)
         self.hold = Path(hold) if hold else None
 
     def close(self) -> None:
-        if self.hold is not None and self.hold.exists():
-            self.hold.with_name(self.hold.name + ".closing").touch()
-            deadline = time.monotonic() + 120
-            while self.hold.exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
+        closing = self.hold.with_name(self.hold.name + ".closing") if self.hold else None
+        if self.hold is not None and closing is not None and self.hold.exists():
+            if not closing.exists():
+                closing.touch()
+                deadline = time.monotonic() + 120
+                while self.hold.exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
         super().close()
 
 

@@ -16,6 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -83,22 +84,20 @@ def test_sigterm_prints_its_line_naming_the_checkpoint_it_wrote(
     ]
 
 
-def test_a_second_ctrl_c_during_the_close_says_the_checkpoint_was_written(tmp_path: Path) -> None:
-    """The first Ctrl-C stops the run, which checkpoints and writes summary.json, then closes its
-    envs; a second Ctrl-C there said "no checkpoint written at that point"."""
+def test_a_second_ctrl_c_after_the_checkpoint_says_it_was_written(tmp_path: Path) -> None:
+    """The first Ctrl-C stops the run, which writes its checkpoint, then closes its envs (the
+    Trainer stops its collector); a second Ctrl-C there said "no checkpoint written at that
+    point". ``env.batching=serial``: TorchRL's SerialEnv closes each gymnasium env."""
     run_dir, hold = tmp_path / "run", tmp_path / "hold"
     args = [*RUN, "env=gym", "env.id=tests.stop_envs:XdrlSlowClosingCorridor-v0",
-            f"+env.make_kwargs.hold={hold}", "total_frames=1000000", f"run_dir={run_dir}"]  # fmt: skip
+            "env.batching=serial", f"+env.make_kwargs.hold={hold}", "total_frames=1000000",
+            f"run_dir={run_dir}"]  # fmt: skip
     proc = start_script("xdrl-train", args, tmp_path, WANDB_OFFLINE, stderr=subprocess.PIPE)
-    closing = hold.with_name("hold.closing")
     try:
         wait_for(lambda: bool(_checkpoints(run_dir)), proc)
-        hold.touch()  # from here the envs' close waits
+        hold.touch()  # from here an env's close waits
         proc.send_signal(signal.SIGINT)
-        wait_for(closing.exists, proc)
-        summary = read_summary(run_dir)  # written before the close
-        frames = summary["total_frames"]
-        assert summary["status"] == "interrupted" and frames in _checkpoints(run_dir)
+        wait_for(hold.with_name("hold.closing").exists, proc)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=300)
     finally:
@@ -106,27 +105,35 @@ def test_a_second_ctrl_c_during_the_close_says_the_checkpoint_was_written(tmp_pa
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, stderr[-2000:]
+    summary = read_summary(run_dir)
+    frames = summary["total_frames"]
+    assert summary["status"] == "interrupted" and frames in _checkpoints(run_dir)
+    assert summary["error"] == f"aborted by a second Ctrl-C; checkpoint at {frames:,} frames"
     assert stderr.splitlines() == [
         f"xdrl-train: aborted by Ctrl-C at {frames:,} frames in {run_dir}; checkpoint at "
         f"{frames:,} frames; {CONTINUE}"
     ]
-    assert read_summary(run_dir) == summary
+
+
+# Worker 1's first env (seeded 2) raises at its first step: a worker failing at 0 frames.
+CRASH_AT_FIRST_STEP = [
+    "env.id=xdrl.envs.testing:SleepyCartPole-v1",
+    "+env.make_kwargs.fail_seed=2",
+    "+env.make_kwargs.fail_after_steps=0",
+]
 
 
 @pytest.mark.parametrize(
     "env",
-    [
-        ["env=gym", "env.id=tests.stop_envs:XdrlWorkerResetFails-v0"],
-        ["env=gym", "env.id=xdrl.envs.testing:SleepyCartPole-v1", "+env.make_kwargs.fail_seed=2",
-         "+env.make_kwargs.fail_after_steps=0"],  # fmt: skip
-    ],
+    [["env.id=tests.stop_envs:XdrlWorkerResetFails-v0"], CRASH_AT_FIRST_STEP],
     ids=["reset-raises-as-the-worker-starts", "first-step-raises"],
 )
 def test_a_worker_failing_before_any_checkpoint_gets_no_resume_advice(
     tmp_path: Path, env: list[str]
 ) -> None:
     run_dir = tmp_path / "run"
-    result = run_cli([*RUN, *WORKERS, *env, "total_frames=1024", f"run_dir={run_dir}"], tmp_path)
+    args = [*RUN, *WORKERS, "env=gym", *env, "total_frames=1024", f"run_dir={run_dir}"]
+    result = run_cli(args, tmp_path)
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.splitlines()
@@ -155,8 +162,8 @@ def test_a_pruned_run_names_its_checkpoint_without_resume_advice(
     ]
 
 
-def _spec(run_dir: Path, resume: str | None = None, enabled: bool = True) -> SimpleNamespace:
-    """What the stop lines read of a run's spec."""
+def _spec(run_dir: Path, resume: str | None = None, enabled: bool = True) -> Any:
+    """What the stop lines read of a run's spec (its run dir, resume and checkpoint.enabled)."""
     return SimpleNamespace(
         run_dir=str(run_dir), resume=resume, checkpoint=SimpleNamespace(enabled=enabled)
     )
@@ -170,21 +177,22 @@ def _save(run_dir: Path, frames: int, *, whole: bool = True) -> None:
         (folder / "checksums.json").write_text("{}")
 
 
+NO_CHECKPOINT = "no checkpoint yet: the same command starts"
+WITHOUT = "checkpoint at 512 frames; run the same command without resume={} to continue"
+
+
 @pytest.mark.parametrize(
     ("saved", "resume", "frames", "line"),
     [
-        ([], None, 512, "no checkpoint yet: the same command starts afresh"),
+        ([], None, 512, f"{NO_CHECKPOINT} afresh"),
         ([256, 512], None, 512, f"checkpoint at 512 frames; {CONTINUE}"),
         ([256], None, 512, f"no checkpoint at 512 frames, the last is at 256; {CONTINUE}"),
         ([256], None, None, f"checkpoint at 256 frames; {CONTINUE}"),  # stopped before training
-        ([], "/elsewhere", 512,
-         "no checkpoint yet: the same command starts again from resume=/elsewhere"),
-        ([512], "/elsewhere", 512,
-         "checkpoint at 512 frames; run the same command without resume=/elsewhere to continue"),
-        ([512], "never", 512,
-         "checkpoint at 512 frames; run the same command without resume=never to continue"),
+        ([], "/elsewhere", 512, f"{NO_CHECKPOINT} again from resume=/elsewhere"),
+        ([512], "/elsewhere", 512, WITHOUT.format("/elsewhere")),
+        ([512], "never", 512, WITHOUT.format("never")),
         ([512], "RUN_DIR", 512, f"checkpoint at 512 frames; {CONTINUE}"),
-    ],  # fmt: skip
+    ],
 )
 def test_what_was_saved_is_read_from_disk(
     tmp_path: Path, saved: list[int], resume: str | None, frames: int | None, line: str
@@ -196,19 +204,33 @@ def test_what_was_saved_is_read_from_disk(
         _save(run_dir, at)
     _save(run_dir, 768, whole=False)  # a save a second Ctrl-C cut short: not a checkpoint
     resume = str(run_dir) if resume == "RUN_DIR" else resume
-    assert _what_was_saved(_spec(run_dir, resume), frames) == line  # type: ignore[arg-type]
+    assert _what_was_saved(_spec(run_dir, resume), frames) == line
 
 
-def test_no_checkpoint_advice_without_checkpoints(tmp_path: Path) -> None:
+def test_a_failure_line_advises_a_resume_only_from_a_checkpoint(tmp_path: Path) -> None:
     from xdrl.run.lifecycle import _after_failure, _what_was_saved
 
-    spec = _spec(tmp_path, enabled=False)
-    assert _what_was_saved(spec, 512) == "logs written, no checkpoint (checkpoint.enabled=false)"  # type: ignore[arg-type]
-    assert _after_failure(spec, 512) == "no checkpoint (checkpoint.enabled=false)"  # type: ignore[arg-type]
+    off = _spec(tmp_path, enabled=False)
+    assert _what_was_saved(off, 512) == "logs written, no checkpoint (checkpoint.enabled=false)"
+    assert _after_failure(off, 512) == "no checkpoint (checkpoint.enabled=false)"
+    assert _after_failure(_spec(tmp_path), 0) == "no checkpoint yet: the same command starts afresh"
     _save(tmp_path, 256)
-    assert _after_failure(_spec(tmp_path), 512) == (  # type: ignore[arg-type]
-        "run the same command to resume from the last checkpoint"
-    )
+    resumed = "run the same command to resume from the last checkpoint"
+    assert _after_failure(_spec(tmp_path), 512) == resumed
+
+
+def _spawned_workers(pid: int) -> list[int]:
+    """The children of ``pid`` that multiprocessing spawned (collector workers, which import
+    torch for seconds before they ignore the stop signals)."""
+    found = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in children.read_text().split():
+            try:
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+            except OSError:
+                continue
+    return found
 
 
 def _group_gone(pgid: int) -> bool:
@@ -228,7 +250,7 @@ def test_a_stop_while_workers_start_gives_one_line_and_leaves_nothing(
     tmp_path: Path, signum: signal.Signals
 ) -> None:
     """The signal goes to the whole process group (a terminal's Ctrl-C, a scheduler's SIGTERM)
-    once the run has spawned its workers, which then import torch for seconds. It gave two
+    once the run has spawned its two workers, which then import torch for seconds. It gave two
     interleaved worker tracebacks (SIGINT), or no line and a leaked-semaphore warning from the
     resource tracker (SIGTERM). A real process, not the tests' warm interpreter: the resource
     tracker and the workers are the run's own, and their output is checked after they exit."""
@@ -239,9 +261,8 @@ def test_a_stop_while_workers_start_gives_one_line_and_leaves_nothing(
             [XDRL_TRAIN, *args], cwd=tmp_path, env=ENV, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
         )  # fmt: skip
-    spawned = re.compile(r"Collector workers spawned \(pids ([\d, ]+)\)")
     try:
-        wait_for(lambda: spawned.search(_run_log(run_dir)) is not None, proc, log=err)
+        wait_for(lambda: len(_spawned_workers(proc.pid)) == 2, proc, log=err)
         os.killpg(proc.pid, signum)
         code = proc.wait(timeout=300)
         deadline = time.monotonic() + 120  # a safety net: the group's last process is gone

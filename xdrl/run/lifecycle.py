@@ -154,8 +154,8 @@ def _stops_raise_while_building() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _one_line(err: BaseException) -> str:

@@ -272,15 +272,15 @@ class LeanWorkerCollector(_FaultReporting, VectorCollector):
 
 class _SpawnWatch(list):
     """TorchRL's list of worker processes, which it appends to as it spawns them: calls
-    ``spawned`` once it holds ``count``."""
+    ``spawned`` once it holds ``expected``."""
 
-    def __init__(self, procs: list[Any], count: int, spawned: Callable[[], None]) -> None:
+    def __init__(self, procs: list[Any], expected: int, spawned: Callable[[], None]) -> None:
         super().__init__(procs)
-        self.count, self.spawned = count, spawned
+        self.expected, self.spawned = expected, spawned
 
     def append(self, proc: Any) -> None:
         super().append(proc)
-        if len(self) == self.count:
+        if len(self) == self.expected:
             self.spawned()
 
 
@@ -353,7 +353,11 @@ class WorkerCollector(MultiCollector):
         cause: :class:`WorkerFailed` names it in one line, where TorchRL re-raised it with the
         worker's traceback."""
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        self._restore_mask = partial(signal.pthread_sigmask, signal.SIG_SETMASK, previous)
+
+        def restore() -> None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+        self._restore_mask = restore
         try:
             super()._run_processes()  # type: ignore[misc]
         except Exception as err:

@@ -108,7 +108,7 @@ def test_a_second_ctrl_c_after_the_checkpoint_says_it_was_written(tmp_path: Path
     summary = read_summary(run_dir)
     frames = summary["total_frames"]
     assert summary["status"] == "interrupted" and frames in _checkpoints(run_dir)
-    assert summary["error"] == f"aborted by a second Ctrl-C; checkpoint at {frames:,} frames"
+    assert summary["error"] == f"aborted by Ctrl-C; checkpoint at {frames:,} frames"
     assert stderr.splitlines() == [
         f"xdrl-train: aborted by Ctrl-C at {frames:,} frames in {run_dir}; checkpoint at "
         f"{frames:,} frames; {CONTINUE}"

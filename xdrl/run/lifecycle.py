@@ -234,7 +234,7 @@ def _train(
     except KeyboardInterrupt:
         frames = int(trainer.collected_frames)
         status = "interrupted"
-        error = f"aborted by a second Ctrl-C; {_what_was_saved(spec, frames, advice=False)}"
+        error = f"aborted by Ctrl-C; {_what_was_saved(spec, frames, advice=False)}"
         raise
     except WorkerFailed as err:  # one line naming the worker and its cause; trace in the log
         error = str(err)

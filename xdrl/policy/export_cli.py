@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         else ", largest action difference"
     )
     print(
-        f"wrote {checked['file']} ({args.format}, {policy.checkpoint.name}); checked on "
+        f"wrote {checked['file']} ({args.format}, {policy.checkpoint.name}); inputs: "
+        f"{checked['inputs']}; checked on "
         f"{checked['observations']} env observations{carried} {checked['max_abs_diff']:.3g}"
     )
     return 0

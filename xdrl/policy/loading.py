@@ -8,15 +8,16 @@ TorchRL's ``Trainer`` saves it) and, for runs with ``env.normalize_observations=
 are frozen after loading, so evaluating never moves them.
 
 The policy takes what the run's gymnasium env returns from ``step``: the observation under the
-one-hot encoding (which the policy module applies itself) and under any stateful wrapper (Atari's
-preprocessing and frame stack, which it cannot), read from the run's own env once it is built.
+one-hot encoding and the ``env.mask_observations`` mask (which the policy module applies itself)
+and under any stateful wrapper (Atari's preprocessing and frame stack, which it cannot), read from
+the run's own env once it is built.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -28,7 +29,7 @@ from xdrl.algorithms.recurrent import state_keys as recurrent_state_keys
 from xdrl.config.errors import ConfigError, first_line
 from xdrl.config.spec import RunSpec
 from xdrl.envs.observation_encoding import integer_grid
-from xdrl.policy.module import DeterministicPolicy, OneHot
+from xdrl.policy.module import DeterministicPolicy, ObservationMask, OneHot
 from xdrl.policy.run_dir import (
     apply_overrides,
     check_run_dir,
@@ -98,12 +99,29 @@ def make_env(config: dict[str, Any], *, num_envs: int, seed: int, render: bool =
         raise ConfigError("env", first_line(cause)) from err
 
 
-def policy_input_env(env: Any, config: dict[str, Any]) -> tuple[Any, OneHot | None, Any]:
-    """``(gymnasium env, encoding, owner)``: the first gymnasium env inside ``env`` below the
-    one-hot encoding (whose ``step`` returns what the policy takes), the encoding as a module
-    (None: none), and the TorchRL env to close after use (``env`` itself, or a one-env copy
-    built from ``config`` where ``env``'s gymnasium envs live in other processes or are not
-    created yet)."""
+class PolicyInput(NamedTuple):
+    """What a loaded policy takes, read from the run's env.
+
+    Args:
+        env: the gymnasium env whose ``step`` returns the policy's input (below the one-hot
+            encoding and the observation mask, which the policy applies itself).
+        one_hot: the run's one-hot encoding as a module (None: none).
+        mask: the run's ``env.mask_observations`` as a module (None: none).
+        owner: the TorchRL env to close after use.
+    """
+
+    env: Any
+    one_hot: OneHot | None
+    mask: ObservationMask | None
+    owner: Any
+
+
+def policy_input_env(env: Any, config: dict[str, Any]) -> PolicyInput:
+    """The first gymnasium env inside ``env`` with the stateless wrappers the policy applies
+    itself peeled off (the one-hot encoding, then the observation mask), as a
+    :class:`PolicyInput`; its owner is ``env`` itself, or a one-env copy built from ``config``
+    where ``env``'s gymnasium envs live in other processes or are not created yet."""
+    from xdrl.envs.masking import masked_indices
     from xdrl.envs.observation_encoding import OneHotObservation
     from xdrl.training.env_state import gym_envs
 
@@ -114,11 +132,15 @@ def policy_input_env(env: Any, config: dict[str, Any]) -> tuple[Any, OneHot | No
         owner = make_env(single, num_envs=1, seed=int(config["seed"]))
         envs = gym_envs(owner)
         assert envs, "a one-env serial env holds its gymnasium env"
-    first = envs[0]
+    first, one_hot, mask = envs[0], None, None
     if isinstance(first, OneHotObservation):
-        low, counts = integer_grid(first.env.observation_space)
-        return first.env, OneHot(low, counts), owner
-    return first, None, owner
+        one_hot = OneHot(*integer_grid(first.env.observation_space))
+        first = first.env
+    indices = masked_indices(first)
+    if indices is not None:
+        first = first.env
+        mask = ObservationMask(indices, int(np.prod(first.observation_space.shape)))
+    return PolicyInput(first, one_hot, mask, owner)
 
 
 def _policy_owner(loss_module: Any) -> Any:
@@ -313,10 +335,10 @@ def load_run(
         parts = _build_algorithm(spec, env)
         recurrent = add_recurrent_state(env, parts.eval_policy) is not None
         _load(path, folder, parts, env)
-        gym_env, one_hot, owner = policy_input_env(env, config)
-        space = gym_env.observation_space
-        if owner is not env:
-            owner.close()
+        taken = policy_input_env(env, config)
+        space = taken.env.observation_space
+        if taken.owner is not env:
+            taken.owner.close()
     except BaseException:
         env.close()
         raise
@@ -339,7 +361,8 @@ def load_run(
             module,
             loc,
             scale,
-            one_hot=one_hot,
+            one_hot=taken.one_hot,
+            mask=taken.mask,
             input_dtype=env.observation_spec["observation"].dtype,
         ).eval(),
         obs_shape=tuple(int(n) for n in space.shape),

@@ -67,9 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         return _fail(problem)
 
+    from xdrl.config.errors import ConfigError
+    from xdrl.policy.run_dir import check_run_dir
+
+    try:
+        check_run_dir(args.run_dir)  # before torch's import: a wrong path is refused at once
+    except ConfigError as err:
+        return _fail(f"config error: {err}")
+
     import torch
 
-    from xdrl.config.errors import ConfigError
     from xdrl.policy.export import ExportError, export_policy
     from xdrl.policy.loading import load_run
 

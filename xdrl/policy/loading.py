@@ -48,6 +48,19 @@ COLLECTOR_COMPONENT = "collector"
 _POLICY_ATTRIBUTES = ("actor_network", "value_network", "local_value_network")
 
 
+class _DoesNotFit(ConfigError):
+    """An intact checkpoint whose tensors do not fit the policy rebuilt for the env."""
+
+
+def _load_error(err: BaseException) -> str:
+    """The first line of a load error, with the next one when it ends at a colon (torch's
+    "Error(s) in loading state_dict for CategoricalActor:" says what only on the next line)."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+
+
 class _EnvState:
     """Receives the collector component and loads its ``env_state_dict`` into ``env``."""
 
@@ -170,8 +183,7 @@ def _load(checkpoint: Path, run_dir: Path, parts: Any, env: Any) -> None:
         )
         raise ConfigError("--checkpoint", f"{checkpoint.name} is damaged: {err}{offer}") from None
     except Exception as err:  # noqa: BLE001 - intact files that do not fit the rebuilt policy
-        first = first_line(err)
-        raise ConfigError("--checkpoint", f"{checkpoint} does not load ({first})") from None
+        raise _DoesNotFit("--checkpoint", f"{checkpoint} does not load ({_load_error(err)})") from None
     if normalized and not sink.loaded:
         raise ConfigError(
             "--checkpoint",
@@ -302,6 +314,41 @@ class LoadedPolicy:
             self.env.close()
 
 
+def _env_mismatch(
+    saved: dict[str, Any], config: dict[str, Any], env: Any, overrides: list[str]
+) -> ConfigError | None:
+    """Why a checkpoint does not fit the env that ``overrides`` made, when that is the reason:
+    its observations (as ``env.step`` returns them) or actions differ from those of the run's
+    own env, named by the override's key; None when they agree or nothing in ``env`` changed."""
+    changed = [item.partition("=")[0] for item in overrides if item.startswith("env.")]
+    if not changed:
+        return None
+    key = "env.id" if "env.id" in changed else changed[0]
+    trained_env = make_env(saved, num_envs=1, seed=int(saved["seed"]))
+    owners = [trained_env]
+    try:
+        trained, now = policy_input_env(trained_env, saved), policy_input_env(env, config)
+        owners += [taken.owner for taken in (trained, now) if taken.owner is not env]
+        was, new = saved["env"]["id"], config["env"]["id"]
+        fix = "evaluate on the run's env"
+        shapes = (tuple(trained.env.observation_space.shape), tuple(now.env.observation_space.shape))
+        if shapes[0] != shapes[1]:
+            return ConfigError(
+                key, f"{new} gives observations of shape {shapes[1]}, the policy was trained on "
+                f"{shapes[0]} ({was}); {fix}",
+            )  # fmt: skip
+        actions = (trained.env.action_space, now.env.action_space)
+        if actions[0] != actions[1]:
+            return ConfigError(
+                key, f"{new} has actions {actions[1]}, the policy was trained on {actions[0]} "
+                f"({was}); {fix}",
+            )  # fmt: skip
+        return None
+    finally:
+        for owner in owners:
+            owner.close()
+
+
 def _build_algorithm(spec: RunSpec, env: Any) -> Any:
     """The run's algorithm parts, on the CPU, from its saved spec."""
     return build_algorithm(
@@ -327,14 +374,18 @@ def load_run(
     """Rebuild the run's env (``num_envs`` sub-envs) and policy, load ``checkpoint`` into them."""
     folder = check_run_dir(run_dir)
     path = resolve_checkpoint(folder, str(checkpoint))
-    config = apply_overrides(saved_config(path), list(overrides or []))
+    saved = saved_config(path)
+    config = apply_overrides(saved, list(overrides or []))
     spec = RunSpec.from_saved(config, str(path / CONFIG_FILE))
     env_seed = spec.eval_seed if seed is None else seed
     env = make_env(config, num_envs=num_envs, seed=env_seed, render=render)
     try:
         parts = _build_algorithm(spec, env)
         recurrent = add_recurrent_state(env, parts.eval_policy) is not None
-        _load(path, folder, parts, env)
+        try:
+            _load(path, folder, parts, env)
+        except _DoesNotFit as err:
+            raise _env_mismatch(saved, config, env, list(overrides or [])) or err from None
         taken = policy_input_env(env, config)
         space = taken.env.observation_space
         if taken.owner is not env:

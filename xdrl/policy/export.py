@@ -66,7 +66,8 @@ def sample_episodes(
     its gymnasium ``env.step`` returns them (what the exported policy takes): the env is built
     the way ``xdrl-eval`` builds it (:func:`~xdrl.policy.loading.make_env`, Atari's
     preprocessing and frame stack included) and stepped below its one-hot encoding and
-    observation mask, which the policy applies itself; ``starts`` marks each episode's first observation."""
+    observation mask, which the policy applies itself; ``starts`` marks each episode's first
+    observation."""
     from xdrl.policy.loading import make_env, policy_input_env
 
     env = make_env(config, num_envs=1, seed=seed)
@@ -316,8 +317,9 @@ def export_policy(policy: LoadedPolicy, fmt: str, out: str | Path) -> dict[str, 
     (:func:`sample_episodes`; a recurrent policy on sequences with its state carried).
 
     Returns what was checked: ``{"format", "file", "inputs", "observations", "max_abs_diff"}``
-    (and ``"sequences"`` for a recurrent policy); ``"inputs"`` is :func:`describe_inputs`. The file is written beside ``out`` first and
-    renamed only once it passed, so a failed export leaves nothing behind.
+    (and ``"sequences"`` for a recurrent policy); ``"inputs"`` is :func:`describe_inputs`. The
+    file is written beside ``out`` first and renamed only once it passed, so a failed export
+    leaves nothing behind.
     """
     if fmt not in FORMATS:
         raise ConfigError("--format", f"unknown format {fmt!r}; pick one of {', '.join(FORMATS)}")

@@ -183,7 +183,9 @@ def _load(checkpoint: Path, run_dir: Path, parts: Any, env: Any) -> None:
         )
         raise ConfigError("--checkpoint", f"{checkpoint.name} is damaged: {err}{offer}") from None
     except Exception as err:  # noqa: BLE001 - intact files that do not fit the rebuilt policy
-        raise _DoesNotFit("--checkpoint", f"{checkpoint} does not load ({_load_error(err)})") from None
+        raise _DoesNotFit(
+            "--checkpoint", f"{checkpoint} does not load ({_load_error(err)})"
+        ) from None
     if normalized and not sink.loaded:
         raise ConfigError(
             "--checkpoint",
@@ -198,8 +200,9 @@ class LoadedPolicy:
 
     Call it with a numpy observation (one, or a batch with a leading dimension), as gymnasium's
     ``env.step`` returns it (for ``env.observation_encoding=one_hot`` the raw integers, not their
-    one-hot vector; for Atari the preprocessed ``[4, 84, 84]`` uint8 frame stack); it returns the
-    env action (deterministic by default).
+    one-hot vector; for ``env.mask_observations`` the raw observation, the mask applied inside;
+    for Atari the preprocessed ``[4, 84, 84]`` uint8 frame stack); it returns the env action
+    (deterministic by default).
 
     Args:
         module: the TorchRL evaluation policy (TensorDict in, ``action`` out).
@@ -331,7 +334,10 @@ def _env_mismatch(
         owners += [taken.owner for taken in (trained, now) if taken.owner is not env]
         was, new = saved["env"]["id"], config["env"]["id"]
         fix = "evaluate on the run's env"
-        shapes = (tuple(trained.env.observation_space.shape), tuple(now.env.observation_space.shape))
+        shapes = (
+            tuple(trained.env.observation_space.shape),
+            tuple(now.env.observation_space.shape),
+        )
         if shapes[0] != shapes[1]:
             return ConfigError(
                 key, f"{new} gives observations of shape {shapes[1]}, the policy was trained on "

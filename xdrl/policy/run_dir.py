@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from xdrl.config.errors import ConfigError
+from xdrl.config.resume import CHECKPOINT_DIR, CONFIG_FILE
 from xdrl.config.spec import load_saved_config
 from xdrl.run.layout import HYDRA_CONFIG_FILE, HYDRA_DIR, MANIFEST_FILE, SUMMARY_FILE
-from xdrl.config.resume import CHECKPOINT_DIR, CONFIG_FILE
 
 
 def _frames(path: Path) -> int | None:

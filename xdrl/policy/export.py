@@ -64,11 +64,11 @@ def sample_episodes(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(observations, starts)``: ``n`` observations of the run's env under random actions, as
     its gymnasium ``env.step`` returns them (what the exported policy takes): the env is built
-    the way ``xdrl-eval`` builds it (:func:`~xdrl.policy.loading.make_env`, Atari's
+    the way ``xdrl-eval`` builds it (:func:`~xdrl.policy.run_env.make_env`, Atari's
     preprocessing and frame stack included) and stepped below its one-hot encoding and
     observation mask, which the policy applies itself; ``starts`` marks each episode's first
     observation."""
-    from xdrl.policy.loading import make_env, policy_input_env
+    from xdrl.policy.run_env import make_env, policy_input_env
 
     env = make_env(config, num_envs=1, seed=seed)
     try:

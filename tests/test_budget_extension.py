@@ -1,8 +1,9 @@
 """A budget changed on resume (issue 47, item 1): the schedules that anneal over the budget (the
 learning rate of ``lr_schedule: linear``, PPO's ``clip_schedule: linear``) follow the new
 budget from the frames reached, so a finished run whose ``total_frames`` is raised trains on; one
-log line says so and the run's segments record each budget. A resume under the same budget
-loads the saved schedule untouched (bit-for-bit exact: ``tests/test_exact_resume.py``).
+log line says so and the run's segments record each budget; a ``buffer_size: all`` replay
+buffer grows with the budget. A resume under the same budget loads the saved schedule untouched
+(bit-for-bit exact: ``tests/test_exact_resume.py``).
 
 Before, an extended ``cartpole_ppo`` run trained every batch past the old budget at lr 0
 (``kl_approx`` ~1e-9, ``max_ratio`` 1.0000001) while ``summary.json`` said ``completed``.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tensordict import TensorDict
 
 from tests.conftest import ENV, read_scalars, read_summary, run_script
 from xdrl.training.schedules import BudgetLinearLR, budget_line
@@ -22,19 +24,15 @@ from xdrl.training.schedules import BudgetLinearLR, budget_line
 LR0 = 2.0e-3  # cartpole_ppo's learning rate
 CLIP0 = 0.2  # PPO's clip_epsilon
 BATCH = 256  # cartpole_ppo's frames per batch
-# cartpole_ppo, small: a checkpoint every 512 frames, all kept (their schedules are read back)
-SMALL_PPO = [
-    "experiment=cartpole_ppo",
-    "num_threads=1",
-    "eval=none",
-    "checkpoint.interval_frames=512",
-    "checkpoint.keep_last=100",
-]
+# Small runs: a checkpoint every 512 frames, all kept (their schedules are read back)
+QUICK = ["num_threads=1", "eval=none", "checkpoint.interval_frames=512", "checkpoint.keep_last=100"]
 
 
-def _train(run_dir: Path, *overrides: str) -> tuple[str, str]:
-    """``xdrl-train`` into ``run_dir``; its stdout and stderr (it must exit 0)."""
-    done = run_script("xdrl-train", [*SMALL_PPO, *overrides, f"hydra.run.dir={run_dir}"], env=ENV)
+def _train(run_dir: Path, *overrides: str, preset: str = "cartpole_ppo") -> tuple[str, str]:
+    """``xdrl-train`` of ``preset`` (none: the defaults) into ``run_dir``; its stdout and stderr
+    (it must exit 0)."""
+    args = [*([f"experiment={preset}"] if preset else []), *QUICK, *overrides]
+    done = run_script("xdrl-train", [*args, f"hydra.run.dir={run_dir}"], env=ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout, done.stderr
 
@@ -144,6 +142,43 @@ def test_a_finished_run_with_collector_workers_extended_trains(tmp_path: Path) -
     lr = _component(_checkpoint(run_dir, 2048), "optimizer")["param_groups"][0]["lr"]
     assert lr == pytest.approx(LR0 * (1 - 8 / 12), rel=1e-9)
     assert [s["budget_frames"] for s in read_summary(run_dir)["segments"]] == [1024, 3072]
+
+
+def test_a_dqn_run_with_buffer_size_all_extended_keeps_its_transitions_and_grows(
+    tmp_path: Path,
+) -> None:
+    """``buffer_size: all`` sizes the replay buffer by the budget: extended from 1,024 to 2,048
+    frames, the run loads its 1,024 transitions into the larger buffer (TorchRL's load refused
+    the shapes: "does not fit this run") and appends the new ones after them; the linear
+    learning rate re-anchors to the new budget (it steps only past the 256-frame warm-up)."""
+    run_dir = tmp_path / "run"
+    dqn = [
+        "algorithm=dqn",
+        "env=cartpole",
+        "frames_per_batch=128",
+        "algorithm.build.buffer_size=all",
+        "algorithm.build.init_random_frames=256",
+        "algorithm.lr_schedule=linear",
+    ]
+    _train(run_dir, "total_frames=1024", *dqn, preset="")
+    _, err = _train(run_dir, "total_frames=2048", *dqn, preset="")
+    assert "does not fit" not in err
+
+    def stored(frames: int) -> TensorDict:
+        path = next((_checkpoint(run_dir, frames) / "components").glob("*-replay_buffer"))
+        return TensorDict.load_memmap(path / "storage")
+
+    first, final = stored(1024), stored(2048)
+    assert (first.shape[0], final.shape[0]) == (1024, 2048)
+    assert torch.equal(final["observation"][:1024], first["observation"])
+    assert bool((final["observation"][1024:] != 0).any(-1).all())  # every new row written
+    before = _component(_checkpoint(run_dir, 1024), "trainer_module.lr_scheduler")["scheduler"]
+    after = _component(_checkpoint(run_dir, 2048), "trainer_module.lr_scheduler")["scheduler"]
+    assert (before["total_iters"], after["total_iters"]) == (1024 // 128, 2048 // 128)
+    assert after["last_epoch"] == before["last_epoch"] + 1024 // 128  # one step per new batch
+    lr = _component(_checkpoint(run_dir, 2048), "optimizer")["param_groups"][0]["lr"]
+    assert lr == pytest.approx(after["base_lrs"][0] * (1 - after["last_epoch"] / 16), rel=1e-9)
+    assert read_summary(run_dir)["segments"][-1]["budget_changed_from"] == 1024
 
 
 def _optimizer() -> torch.optim.Optimizer:

@@ -400,8 +400,8 @@ def _already_complete(spec: RunSpec, done: RunComplete) -> float | None:
         f"{run_dir} is already complete ({done.frames:,} frames, total_frames="
         f"{spec.total_frames:,}): nothing was trained or evaluated and its record is unchanged; "
         f"to evaluate it under other settings run `xdrl-eval {run_dir}`, to train it further "
-        f"raise total_frames (e.g. total_frames={2 * done.frames}: the learning rate and clip "
-        "schedules then continue to the new budget)"
+        f"raise total_frames (e.g. total_frames={2 * done.frames}; linear learning-rate and "
+        "clip schedules then end at the new budget)"
     )
     print(f"xdrl-train: {line}", file=sys.stderr)
     for handler in logging.getLogger().handlers:

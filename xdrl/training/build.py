@@ -344,6 +344,8 @@ def _follow_budget(
     follow the new one (the learning rate re-anchored itself on load, the clip reads the
     Trainer's ``total_frames``)."""
     old = saved_budget(resumed, spec.batch_frames) if resumed is not None else None
+    if old is None and schedule is not None and schedule.resumed_batches is not None:
+        old = schedule.resumed_batches * spec.batch_frames  # a checkpoint without its config
     if old is None or old == spec.total_frames:
         return None
     names = (["lr"] if schedule is not None else []) + [

@@ -48,21 +48,41 @@ Config (override any key with key=value):
 {config}"""
 
 
+# Options of Hydra's groups that are not files of the conf package: Hydra's own basic launcher
+# and sweeper (the defaults) and the joblib launcher of hydra-joblib-launcher (the sweep extra).
+HYDRA_OPTIONS = {"hydra/launcher": ["basic", "joblib"], "hydra/sweeper": ["basic"]}
+
+
 def _groups() -> str:
-    """Every config group and its options, read from the shipped conf package."""
+    """Every config group and its options, read from the shipped conf package (and Hydra's
+    launchers and sweepers), each plugin option with the extra it needs."""
     lines = []
 
     def walk(folder, prefix: str) -> None:
         for entry in sorted(folder.iterdir(), key=lambda e: e.name):
             if not entry.is_dir() or entry.name.startswith("_"):
                 continue
-            options = sorted(f.name[:-5] for f in entry.iterdir() if f.name.endswith(".yaml"))
+            group = f"{prefix}{entry.name}"
+            options = sorted(
+                [f.name[:-5] for f in entry.iterdir() if f.name.endswith(".yaml")]
+                + HYDRA_OPTIONS.get(group, [])
+            )
             if options:
-                lines.append(f"  {prefix}{entry.name}: {', '.join(options)}")
-            walk(entry, f"{prefix}{entry.name}/")
+                lines.append(f"  {group}: {', '.join(_with_extra(group, o) for o in options)}")
+            walk(entry, f"{group}/")
 
     walk(files(CONFIG_PACKAGE), "")
     return "\n".join(lines)
+
+
+def _with_extra(group: str, option: str) -> str:
+    """``joblib (xdrl[sweep])``: a launcher or sweeper option with the extra it needs."""
+    from xdrl.config.check import FEATURES, PLUGIN_OPTIONS
+
+    if not group.startswith("hydra/"):
+        return option
+    feature = PLUGIN_OPTIONS.get(group, {}).get(option, f"{group}={option}")
+    return f"{option} (xdrl[{FEATURES[feature][0]}])" if feature in FEATURES else option
 
 
 def _fast_help(overrides: list[str]) -> str:

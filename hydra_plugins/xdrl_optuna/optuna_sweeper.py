@@ -544,7 +544,7 @@ class OptunaSweeper(Sweeper):
 
     def _directions(self) -> list[str]:
         """The study's directions: the objective's, then ``minimize`` for frames to reach."""
-        return [self.direction] + (["minimize"] if self.frames_to_reach is not None else [])
+        return [str(self.direction)] + (["minimize"] if self.frames_to_reach is not None else [])
 
     def _sampler(self, trials: int) -> Any:
         """The configured sampler; in a study that holds trials, a seeded one gets the seed

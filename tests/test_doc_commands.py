@@ -386,6 +386,16 @@ def test_readme_and_help_list_the_same_launchers_and_sweepers(group: str) -> Non
     assert listed <= found
 
 
+def test_the_extras_help_names_are_the_ones_the_check_asks_for() -> None:
+    from xdrl.cli import HELP_EXTRAS
+    from xdrl.config.check import FEATURES, PLUGIN_OPTIONS
+
+    for group, options in HELP_EXTRAS.items():
+        for option, extra in options.items():
+            feature = PLUGIN_OPTIONS.get(group, {}).get(option, f"{group}={option}")
+            assert FEATURES[feature][0] == extra, (group, option)
+
+
 def test_readme_lists_every_extra_and_what_all_holds() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     from packaging.requirements import Requirement

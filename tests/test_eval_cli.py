@@ -362,3 +362,41 @@ def test_a_run_saved_without_eval_epsilon_evaluates_at_the_default(
     code, stderr = _eval_in_process(capsys, str(old), "--episodes", "2", "--json", str(out))
     assert code == 0, stderr
     assert json.loads(out.read_text())["epsilon"] == 0.05  # build's default
+
+
+def test_another_env_is_refused_naming_the_observation_shapes(
+    dqn_run: Path, tmp_path: Path
+) -> None:
+    """A CartPole policy evaluated on Acrobot: one line naming both observation shapes and the
+    key that changed them, not a checkpoint that "does not load"; nothing written."""
+    out = tmp_path / "acrobot.json"
+    result = _eval(str(dqn_run), "env.id=Acrobot-v1", "--json", str(out), cwd=tmp_path)
+    lines = [ln for ln in result.stderr.splitlines() if "Warning" not in ln]
+    assert result.returncode == 2 and lines == [
+        "xdrl-eval: config error: env.id: Acrobot-v1 gives observations of shape (6,), the "
+        "policy was trained on (4,) (CartPole-v1); evaluate on the run's env"
+    ], result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("script", ["xdrl-eval", "xdrl-export"])
+def test_a_missing_path_is_refused_before_torch_is_imported(script: str, tmp_path: Path) -> None:
+    """The console script in a fresh interpreter under ``-X importtime``: one line, exit 2, and
+    torch never imported (it took 3.6 s of xdrl-eval's refusal)."""
+    missing = tmp_path / "no-such-run"
+    command = Path(sys.executable).with_name(script)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", str(command), str(missing)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    imported = [
+        ln.rsplit("|", 1)[1].strip()
+        for ln in result.stderr.splitlines()
+        if ln.startswith("import time:") and "|" in ln
+    ]
+    assert "json" in imported  # the import times were recorded: the check below can fail
+    assert not [m for m in imported if m.split(".")[0] in ("torch", "torchrl", "tensordict")]
+    lines = [ln for ln in result.stderr.splitlines() if not ln.startswith("import time:")]
+    assert result.returncode == 2 and lines == [
+        f"{script}: config error: RUN_DIR: {missing} is not a folder; pass a run dir of xdrl-train"
+    ]

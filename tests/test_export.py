@@ -192,7 +192,7 @@ def _env_observations(run_dir: Path, n: int, seed: int) -> tuple[np.ndarray, np.
     actions: as its gymnasium ``env.step`` returns them, and as the run's training envs gave
     them to the network (after the gymnasium one-hot wrapper and the env's dtype cast)."""
     from xdrl.envs.observation_encoding import OneHotObservation
-    from xdrl.policy.loading import make_env
+    from xdrl.policy.run_env import make_env
     from xdrl.training.env_state import gym_envs
 
     policy = load_run(run_dir)

@@ -150,3 +150,44 @@ def test_each_feature_s_modules_come_with_its_extra(feature: str) -> None:
         if top == "hydra_plugins":  # a namespace many plugins share: the plugin's own
             names &= {canonicalize_name(sub.split(".")[0])}
         assert names & brought, (module, names, extra)
+
+
+# A user install (README's first command): the extras it lacks, as a fresh interpreter sees them.
+USER_INSTALL_MISSING = [
+    "optuna", "cmaes", "pymoo", "hydra_plugins.hydra_joblib_launcher",
+    "hydra_plugins.hydra_submitit_launcher", "submitit", "wandb", "tensorboard", "moviepy",
+    "ray", "ale_py", "mujoco", "Box2D",
+]  # fmt: skip
+COMPOSE_DEFAULTS = (  # what xdrl-eval and xdrl-export do first: the default config, composed
+    "import sys\n"
+    "for name in sys.argv[1].split(','):\n"
+    "    sys.modules[name] = None\n"
+    "from xdrl.config.spec import composed_defaults\n"
+    "assert composed_defaults() is not None\n"
+)
+
+
+def test_optional_plugins_say_nothing_until_used(tmp_path: Path) -> None:
+    """Without the sweep (and every other optional) extra, Hydra's plugin scan at every start
+    of xdrl-train, xdrl-eval and xdrl-export is silent: hydra_plugins/xdrl_optuna imports Optuna
+    only when a search runs (it printed Hydra's five-line "Error importing
+    'hydra_plugins.xdrl_optuna.wilcoxon' ... No module named 'optuna'" on stderr each time)."""
+    result = _run_without(USER_INSTALL_MISSING, ["--cfg", "job"], tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "total_frames:" in result.stdout
+    result = subprocess.run(
+        [sys.executable, "-c", COMPOSE_DEFAULTS, ",".join(USER_INSTALL_MISSING)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (0, "")
+    # and once used, one line naming the extra
+    result = _run_without(
+        USER_INSTALL_MISSING, ["-m", "hparams_search=ppo_cartpole_seeds",
+                               "hydra/sweeper/pruner=wilcoxon_evals"], tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == (
+        "xdrl-train: config error: hydra/sweeper: hydra/sweeper=optuna needs the sweep extra "
+        "(optuna not installed); pip install 'xdrl[sweep]'\n"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -70,6 +70,8 @@ ATTRIBUTES = [
     ("torch", "_foreach_copy_", "xdrl/algorithms/off_policy.py (LeanHardUpdate)"),
     ("torchrl.modules", "AdditiveGaussianModule._add_noise", "xdrl/lean/td3_actor.py"),
     ("torchrl.data", "LazyTensorStorage._rand_given_ndim", "xdrl/lean/replay.py"),
+    # GrowingRoundRobinWriter moves the cursor after the rows of a storage loaded into more room
+    ("torchrl.data", "RoundRobinWriter._cursor", "xdrl/lean/replay.py"),
     ("torchrl.objectives", "SACLoss._alpha", "xdrl/lean/sac_loss.py"),
     ("torchrl.record.loggers.wandb", "WandbLogger._create_experiment", "xdrl/training/loggers.py"),
     *(
@@ -359,6 +361,7 @@ def test_a_replay_buffer_holds_the_private_state_replay_py_reads() -> None:
                  "_sample_unit", "_replay_lock", "_write_lock", "_batch_size"):  # fmt: skip
         assert hasattr(buffer, name), f"ReplayBuffer.{name} is gone: replay.py reads it"
     assert isinstance(buffer._storage._storage, TensorDict)  # LazyTensorStorage's data
+    assert buffer._writer._storage is buffer._storage  # GrowingRoundRobinWriter.loads reads it
     assert buffer._lean()  # every condition of the direct gather still reads
 
 

@@ -222,3 +222,107 @@ def test_a_second_objective_that_cannot_run_is_one_config_error(
     with pytest.raises(ConfigError) as err:
         sweeper._check_two_objectives()
     assert str(err.value).startswith(f"hydra.sweeper.frames_to_reach: {message}")
+
+
+# Every sampler with every search preset, and the sweeper's settings as one line (issue 47) --------
+
+PRESETS = sorted(p.stem for p in (CONF / "hparams_search").glob("*.yaml"))
+SAMPLERS = sorted(p.stem for p in (CONF / "hydra" / "sweeper" / "sampler").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_search_preset_takes_every_sampler(preset: str, sampler: str) -> None:
+    """A preset sets only what every sampler takes (``seed``); the sampler's own keys live in
+    its file, so ``hparams_search=<preset> hydra/sweeper/sampler=<sampler>`` builds the sampler
+    its file names, with the preset's seed (RandomSampler was given TPE's n_startup_trials)."""
+    from hydra import compose, initialize_config_module
+
+    overrides = [f"hparams_search={preset}", f"hydra/sweeper/sampler={sampler}"]
+    with initialize_config_module("xdrl.conf", version_base="1.3"):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    node = cfg.hydra.sweeper.sampler
+    own = OmegaConf.load(CONF / "hydra" / "sweeper" / "sampler" / f"{sampler}.yaml")
+    assert set(node) == set(own)  # nothing of another sampler's
+    built = instantiate(node)
+    assert type(built).__name__ == str(own._target_).rpartition(".")[2]
+    assert node.seed == 0  # the preset's
+    from xdrl.sweep.settings import check_sweeper_settings
+
+    check_sweeper_settings(cfg.hydra)
+
+
+BAD_SETTINGS = [
+    (["hparams_search=ppo_cartpole", "hydra.sweeper.sampler.seed=abc"],
+     "hydra.sweeper.sampler.seed: got 'abc' (str), not an integer; set an integer or null"),
+    (["hparams_search=ppo_cartpole", "hydra.sweeper.n_jobs=0"],
+     "hydra.sweeper.n_jobs: got 0 (int), too small; set an integer >= 1, e.g. "
+     "hydra.sweeper.n_jobs=1"),
+    (["hparams_search=ppo_cartpole", "hydra.sweeper.n_trials=abc"],
+     "hydra.sweeper.n_trials: got 'abc' (str), not an integer; set an integer >= 1, e.g. "
+     "hydra.sweeper.n_trials=20"),
+    (["hparams_search=ppo_cartpole", "hydra.sweeper.direction=up"],
+     "hydra.sweeper.direction: got 'up' (str), not one of the options; set one of 'maximize', "
+     "'minimize', e.g. hydra.sweeper.direction=maximize"),
+    (["hparams_search=ppo_cartpole", "+hydra.sweeper.n_trial=5"],
+     "hydra.sweeper.n_trial: not a setting of OptunaSweeper; did you mean hydra.sweeper.n_trials?"),
+    (["hparams_search=ppo_cartpole", "+hydra.sweeper.recheck.topp=3"],
+     "hydra.sweeper.recheck.topp: not a re-check key; did you mean hydra.sweeper.recheck.top?"),
+    (["hparams_search=ppo_cartpole", "hydra/sweeper/sampler=random",
+      "+hydra.sweeper.sampler.n_startup_trials=5"],
+     "hydra.sweeper.sampler.n_startup_trials: not a setting of RandomSampler; its keys: seed"),
+    (["hparams_search=ppo_cartpole", "hydra/sweeper/pruner=median",
+      "hydra.sweeper.pruner.n_startup_trials=-1"],
+     "hydra.sweeper.pruner: MedianPruner refused its settings (Number of startup trials cannot "
+     "be negative, but got n_startup_trials=-1.); change the value it names, or pick another "
+     "hydra/sweeper/pruner"),
+    (["hydra/sweeper=pareto", "env=deep_sea_treasure", "algorithm=dqn",
+      "hydra.sweeper.max_batch_size=abc"],
+     "hydra.sweeper.max_batch_size: got 'abc' (str), not an integer; set an integer >= 1 or null"),
+    (["hydra/sweeper=pareto", "env=deep_sea_treasure", "algorithm=dqn", "+hydra.sweeper.foo=1"],
+     "hydra.sweeper.foo: not a setting of ParetoSweeper; its keys: max_batch_size"),
+    (["seed=0,1", "algorithm.build.gamma=1.5"],  # a value every job gets
+     "algorithm.build.gamma: got 1.5 (float), too large; set a number in [0, 1], e.g. "
+     "algorithm.build.gamma=0.99"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "line"), BAD_SETTINGS, ids=[" ".join(a) for a, _ in BAD_SETTINGS])
+def test_a_bad_sweeper_or_sampler_value_is_one_line_before_any_job(
+    args: list[str], line: str
+) -> None:
+    """What ``xdrl-train -m`` checks before Hydra starts (Hydra's "Error in call to target"
+    dump and exit 1 before; ``n_jobs=0`` was reported under n_trials)."""
+    from xdrl.cli import check_command
+
+    assert check_command(["-m", *args]) == line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["algorithm.build.gamma=1.5,0.9"],  # a swept value: its job fails alone
+        ["hparams_search=ppo_cartpole", "algorithm.optimizer.lr=-1"],  # a searched key's
+        ["hparams_search=ppo_cartpole_seeds", "hydra/sweeper/sampler=cmaes"],
+    ],
+)
+def test_what_only_some_jobs_get_is_left_to_them(args: list[str]) -> None:
+    from xdrl.cli import check_command
+
+    assert check_command(["-m", *args]) is None
+
+
+def test_the_console_script_says_it_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """End to end: the docs' ``-m hparams_search=ppo_cartpole`` with a bad sampler seed."""
+    from tests.conftest import run_cli
+
+    result = run_cli(
+        ["-m", "hparams_search=ppo_cartpole", "hydra.sweeper.sampler.seed=abc"], cwd=tmp_path,
+        timeout=120,
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (
+        2,
+        "xdrl-train: config error: hydra.sweeper.sampler.seed: got 'abc' (str), not an integer; "
+        "set an integer or null\n",
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -20,6 +20,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 if TYPE_CHECKING:
+    from xdrl.config.errors import ConfigError
     from xdrl.config.spec import RunSpec
     from xdrl.run.job_record import JobRecord
 
@@ -47,21 +48,43 @@ Config (override any key with key=value):
 {config}"""
 
 
+# Options of Hydra's groups that are not files of the conf package: Hydra's own basic launcher
+# and sweeper (the defaults) and the joblib launcher of hydra-joblib-launcher (the sweep extra).
+HYDRA_OPTIONS = {"hydra/launcher": ["basic", "joblib"], "hydra/sweeper": ["basic"]}
+# The extra each plugin option needs, as --help shows it (the config check's FEATURES and
+# PLUGIN_OPTIONS say the same; a test compares them: importing the check costs --help 0.3 s).
+HELP_EXTRAS = {
+    "hydra/launcher": {"joblib": "sweep", "local": "slurm", "slurm": "slurm"},
+    "hydra/sweeper": {"optuna": "sweep", "pareto": "pareto"},
+}
+
+
 def _groups() -> str:
-    """Every config group and its options, read from the shipped conf package."""
+    """Every config group and its options, read from the shipped conf package (and Hydra's
+    launchers and sweepers), each plugin option with the extra it needs."""
     lines = []
 
     def walk(folder, prefix: str) -> None:
         for entry in sorted(folder.iterdir(), key=lambda e: e.name):
             if not entry.is_dir() or entry.name.startswith("_"):
                 continue
-            options = sorted(f.name[:-5] for f in entry.iterdir() if f.name.endswith(".yaml"))
+            group = f"{prefix}{entry.name}"
+            options = sorted(
+                [f.name[:-5] for f in entry.iterdir() if f.name.endswith(".yaml")]
+                + HYDRA_OPTIONS.get(group, [])
+            )
             if options:
-                lines.append(f"  {prefix}{entry.name}: {', '.join(options)}")
-            walk(entry, f"{prefix}{entry.name}/")
+                lines.append(f"  {group}: {', '.join(_with_extra(group, o) for o in options)}")
+            walk(entry, f"{group}/")
 
     walk(files(CONFIG_PACKAGE), "")
     return "\n".join(lines)
+
+
+def _with_extra(group: str, option: str) -> str:
+    """``joblib (xdrl[sweep])``: a launcher or sweeper option with the extra it needs."""
+    extra = HELP_EXTRAS.get(group, {}).get(option)
+    return option if extra is None else f"{option} (xdrl[{extra}])"
 
 
 def _fast_help(overrides: list[str]) -> str:
@@ -299,25 +322,30 @@ def _precheck_sweep(overrides: list[str]) -> str | None:
 
     from xdrl.config.check import check_launch_plugins
     from xdrl.config.errors import ConfigError
+    from xdrl.sweep.settings import check_sweeper_settings
 
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException:
         return None  # Hydra says what does not parse
     first: list[str] = []
+    last: list[str] = []  # every swept value at its last (:func:`_every_job_error`)
     swept: dict[str, list[str]] = {}
     for override in parsed:
         line, value = override.input_line or "", override.value()
+        end = line
         if override.is_discrete_sweep() and not isinstance(value, Glob):
             values = list(override.sweep_string_iterator())
             swept[override.key_or_group] = values
             line = f"{override.get_key_element()}={values[0]}" if values else ""
+            end = f"{override.get_key_element()}={values[-1]}" if values else ""
         elif isinstance(value, IntervalSweep):
             line = f"{override.get_key_element()}={value.start}"
+            end = f"{override.get_key_element()}={value.end}"
         elif override.is_sweep_override():
-            line = ""  # a glob picks existing options only
-        if line:
-            first.append(line)
+            line = end = ""  # a glob picks existing options only
+        first += [line] if line else []
+        last += [end] if end else []
     cfg = _compose(first)
     if not isinstance(cfg, DictConfig):
         return cfg
@@ -326,8 +354,43 @@ def _precheck_sweep(overrides: list[str]) -> str | None:
         return error
     try:
         check_launch_plugins(cfg.hydra)
+        check_sweeper_settings(cfg.hydra)
     except ConfigError as err:
         return str(err)
+    varied = {o.key_or_group for o in parsed if o.is_sweep_override()}
+    return _every_job_error(cfg, last if last != first else None, varied)
+
+
+def _every_job_error(cfg: DictConfig, last: list[str] | None, varied: set[str]) -> str | None:
+    """The config check's line for a value every job of a sweep would fail on, before any job
+    starts (None: the first job passes, or what fails is a key the sweep varies, which fails its
+    own job and the sweep reports it). ``cfg`` is the first job's (each swept value at its
+    first); a failure at a key nothing sweeps is confirmed on ``last`` (each at its last) before
+    it stops the sweep, so a value that fails only beside some swept ones leaves the rest run."""
+    params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
+    if isinstance(params, DictConfig):  # the Optuna sweeper's search space
+        varied = varied | {str(key) for key in params}
+    error = _job_error(cfg)
+    if error is None or any(error.key == k or error.key.startswith(f"{k}.") for k in varied):
+        return None
+    if last is not None:
+        other = _compose(last)
+        if isinstance(other, DictConfig) and str(_job_error(other)) != str(error):
+            return None
+    return str(error)
+
+
+def _job_error(cfg: DictConfig) -> ConfigError | None:
+    """The config check's error for a sweep job's config (``cfg`` less Hydra's node; the job's
+    folder and name are Hydra's, so they are not checked here)."""
+    from xdrl.config.check import check_config
+    from xdrl.config.errors import ConfigError
+
+    job = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
+    try:
+        check_config(job)
+    except ConfigError as err:
+        return err
     return None
 
 
@@ -486,8 +549,7 @@ def run_command(args: list[str]) -> None:
         print(_fast_help([a for a in args if a not in ("--help", "-h")]))
         return
     args = sys.argv[1:] = _run_dir_is_hydra_dir(args)  # Hydra's main reads sys.argv
-    flags = any(a.startswith("-") for a in args)
-    error = _precheck_hydra_mode(args) if flags else _precheck(args)
+    error = check_command(args)
     if error is not None:
         print(f"xdrl-train: config error: {error}", file=sys.stderr)
         raise SystemExit(2)
@@ -504,6 +566,17 @@ def run_command(args: list[str]) -> None:
                   file=sys.stderr)  # fmt: skip
         raise SystemExit(130) from None
     _exit_if_sweep_interrupted()
+
+
+def check_command(args: list[str]) -> str | None:
+    """The one line ``xdrl-train args`` stops on before Hydra starts (None: Hydra runs it): a
+    single run's every value (:func:`_precheck`); with Hydra's flags, misspelt keys and options,
+    and for a sweep its plugins, its sweeper's settings and the values every job gets
+    (:func:`_precheck_hydra_mode`). In process and without side effects, so a test can check a
+    command line (the docs' commands) without running it."""
+    args = _run_dir_is_hydra_dir(args)
+    flags = any(a.startswith("-") for a in args)
+    return _precheck_hydra_mode(args) if flags else _precheck(args)
 
 
 def _run_dir_is_hydra_dir(args: list[str]) -> list[str]:

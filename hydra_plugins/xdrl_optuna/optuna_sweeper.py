@@ -36,9 +36,9 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import (
@@ -52,6 +52,7 @@ from hydra.core.utils import JobReturn
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
+from pydantic import Field
 
 from hydra_plugins.xdrl_optuna.objectives import frames_to_reach
 from hydra_plugins.xdrl_optuna.pruning import (
@@ -89,6 +90,7 @@ from xdrl.sweep.summary import OPTUNA_RESULTS  # the sweep table reads it back
 log = logging.getLogger(__name__)
 
 MAX_DUPLICATE_ASKS = 20  # repeats in a row after which the sampler is taken to be stuck
+RECHECK_DEFAULTS = {"top": 0, "seeds": 10, "first_seed": 1000}  # hydra.sweeper.recheck
 
 
 def continued_seed(seed: int, trials: int) -> int:
@@ -257,16 +259,16 @@ class OptunaSweeper(Sweeper):
     def __init__(
         self,
         sampler: Any = None,
-        direction: str = "maximize",
+        direction: Literal["maximize", "minimize"] = "maximize",
         study_name: str | None = None,
         storage: str | None = None,
-        n_trials: int = 20,
-        n_jobs: int = 1,
-        params: dict[str, str] | None = None,
-        seeds_per_trial: int = 1,
-        aggregate: str = "iqm",
+        n_trials: Annotated[int, Field(ge=1)] = 20,
+        n_jobs: Annotated[int, Field(ge=1)] = 1,
+        params: dict[str, Any] | None = None,
+        seeds_per_trial: Annotated[int, Field(ge=1)] = 1,
+        aggregate: Literal["iqm", "mean", "median", "min"] = "iqm",
         pruner: Any = None,
-        recheck: dict[str, int] | None = None,
+        recheck: dict[str, Any] | None = None,
         frames_to_reach: float | None = None,
     ) -> None:
         self.sampler_config = sampler
@@ -279,12 +281,35 @@ class OptunaSweeper(Sweeper):
         self.seeds_per_trial = seeds_per_trial
         self.aggregate = aggregate
         self.pruner = _built(pruner)
-        self.recheck = {"top": 0, "seeds": 10, "first_seed": 1000, **(recheck or {})}
+        self.recheck = {**RECHECK_DEFAULTS, **(recheck or {})}
         self.poll_s = POLL_S  # seconds between reads of the running jobs' evaluations
         self.frames_to_reach = frames_to_reach
         self.config: DictConfig | None = None
         self.launcher: Any = None
         self.hydra_context: HydraContext | None = None
+
+    @staticmethod
+    def check_settings(settings: Mapping[str, Any]) -> None:
+        """What the annotations of ``__init__`` cannot say, checked with them before Hydra builds
+        the sweeper (:func:`xdrl.sweep.settings.check_sweeper_settings`): the re-check's keys
+        and their types (its node is a plain mapping, so a misspelt
+        ``+hydra.sweeper.recheck.topp`` was kept and ignored)."""
+        import difflib
+
+        from xdrl.config.check import check_value
+
+        recheck = settings["recheck"] if "recheck" in settings else None
+        for name, value in (recheck or {}).items():
+            key = f"hydra.sweeper.recheck.{name}"
+            if name not in RECHECK_DEFAULTS:
+                close = difflib.get_close_matches(str(name), list(RECHECK_DEFAULTS), n=1)
+                hint = (
+                    f"did you mean hydra.sweeper.recheck.{close[0]}?"
+                    if close
+                    else (f"its keys: {', '.join(RECHECK_DEFAULTS)}")
+                )
+                raise ConfigError(key, f"not a re-check key; {hint}")
+            check_value(key, value, int, RECHECK_DEFAULTS[name])
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -328,10 +353,15 @@ class OptunaSweeper(Sweeper):
                 raise ConfigError(
                     "hydra.sweeper.direction", f"got {self.direction!r}; set maximize or minimize"
                 )
-            if self.n_trials < 1 or self.n_jobs < 1:
-                raise ConfigError(
-                    "hydra.sweeper.n_trials", "n_trials and n_jobs must be >= 1; set e.g. 20 and 1"
-                )
+            for key, value, example in (
+                ("n_trials", self.n_trials, 20),
+                ("n_jobs", self.n_jobs, 1),
+            ):
+                if not isinstance(value, int) or value < 1:
+                    raise ConfigError(
+                        f"hydra.sweeper.{key}",
+                        f"got {value!r}; set an integer >= 1, e.g. hydra.sweeper.{key}={example}",
+                    )
             self._check_seeds()
             self._check_two_objectives()
             space, spec, fixed = self._space(arguments)  # checks the run config at each sample
@@ -514,7 +544,7 @@ class OptunaSweeper(Sweeper):
 
     def _directions(self) -> list[str]:
         """The study's directions: the objective's, then ``minimize`` for frames to reach."""
-        return [self.direction] + (["minimize"] if self.frames_to_reach is not None else [])
+        return [str(self.direction)] + (["minimize"] if self.frames_to_reach is not None else [])
 
     def _sampler(self, trials: int) -> Any:
         """The configured sampler; in a study that holds trials, a seeded one gets the seed

@@ -17,30 +17,22 @@ too), so its p-value is smaller than the evidence warrants: read ``p_threshold``
 how readily a trial is stopped, not as an error rate. Early evaluations also rank a
 configuration by how fast it learns, not by where it ends; the re-check on fresh test seeds
 (``recheck``) is what keeps a search pruned this way honest.
+
+Optuna is imported only when the class is used (``EvaluationWilcoxonPruner`` is looked up on
+first use, from :mod:`._wilcoxon_pruner`): Hydra's plugin scan imports this module at every start
+of ``xdrl-train``, ``xdrl-eval`` and ``xdrl-export``, and without the ``sweep`` extra an import of
+Optuna here printed Hydra's five-line "Error importing ... No module named 'optuna'" each time.
 """
 
 from __future__ import annotations
 
-from optuna.pruners import WilcoxonPruner
+from typing import Any
 
 
-class EvaluationWilcoxonPruner(WilcoxonPruner):
-    """``WilcoxonPruner`` whose instances are a trial's (seed, evaluation frames) pairs.
+def __getattr__(name: str) -> Any:
+    """``EvaluationWilcoxonPruner`` (imports Optuna); any other name is missing."""
+    if name == "EvaluationWilcoxonPruner":
+        from hydra_plugins.xdrl_optuna._wilcoxon_pruner import EvaluationWilcoxonPruner
 
-    The pruning rule is Optuna's own (one-sided signed-rank test of the trial's instances
-    against the same instances of the best trial, ``p_threshold``, ``n_startup_steps``); the
-    class only tells the sweeper to report each seed's evaluation while the runs train instead
-    of each seed's final value between runs.
-
-    Args:
-        p_threshold: prune when the one-sided p-value is below this.
-        n_startup_steps: instances a trial has before it can be pruned.
-
-    Example:
-        >>> pruner = EvaluationWilcoxonPruner(p_threshold=0.1, n_startup_steps=6)
-    """
-
-    # What :func:`~.pruning.pruner_kind` reads, rather than this class: Hydra's plugin scan
-    # executes every ``hydra_plugins`` module again, so an instance made before the scan is not
-    # an instance of the class the module holds after it.
-    judges_evaluations = True
+        return EvaluationWilcoxonPruner
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

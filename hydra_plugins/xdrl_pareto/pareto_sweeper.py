@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -25,6 +25,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
 
 if TYPE_CHECKING:
     from .settings import ParetoSettings
@@ -50,7 +51,7 @@ class ParetoSweeper(Sweeper):
         xdrl-train -m hydra/sweeper=pareto experiment=dst_dqn pareto.num_weights=11 seed=0,1
     """
 
-    def __init__(self, max_batch_size: int | None = None) -> None:
+    def __init__(self, max_batch_size: Annotated[int, Field(ge=1)] | None = None) -> None:
         self.max_batch_size = max_batch_size
         self.config: DictConfig | None = None
         self.launcher: Any = None

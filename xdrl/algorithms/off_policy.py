@@ -15,7 +15,7 @@ from torchrl.trainers import ReplayBufferTrainer, TargetNetUpdaterHook, Trainer,
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.config.errors import ConfigError
 from xdrl.lean.frame_replay import FrameReplayBuffer
-from xdrl.lean.replay import FilledTensorStorage, LeanReplayBuffer
+from xdrl.lean.replay import FilledTensorStorage, GrowingRoundRobinWriter, LeanReplayBuffer
 
 KEY = "algorithm.build"
 
@@ -37,12 +37,13 @@ def replay_buffer(
             f"{KEY}.batch_size", f"must be in [1, buffer_size={buffer_size}], got {batch_size}"
         )
     storage = FilledTensorStorage(buffer_size)
+    writer = GrowingRoundRobinWriter()  # a buffer_size: all buffer grows with a raised budget
     if not lean:
         return ReplayBufferTrainer(
-            TensorDictReplayBuffer(storage=storage, batch_size=batch_size),
+            TensorDictReplayBuffer(storage=storage, batch_size=batch_size, writer=writer),
             flatten_tensordicts=True,
         )
-    buffer = LeanReplayBuffer(storage=storage, batch_size=batch_size, keys=keys)
+    buffer = LeanReplayBuffer(storage=storage, batch_size=batch_size, keys=keys, writer=writer)
     return ReplayBufferTrainer(buffer, flatten_tensordicts=True)
 
 

@@ -127,7 +127,8 @@ class ClipAnnealingHook(TrainerHookBase):
     """Anneal PPO's ``clip_epsilon`` linearly to 0 over the run, as SB3/RL-Zoo's ``lin_0.1``:
     before each batch's optimization, ``clip = clip0 * (1 - collected_frames / total_frames)``.
     Stateless (the value follows the trainer's frame counter; the loss's buffer is saved with
-    the loss).
+    the loss), so a resume that changed ``total_frames`` follows the new budget from the frames
+    reached: the Trainer's ``total_frames`` is always the running command's.
 
     Args:
         loss: a ``ClipPPOLoss`` whose ``clip_epsilon`` buffer is updated in place.
@@ -136,17 +137,22 @@ class ClipAnnealingHook(TrainerHookBase):
         >>> ClipAnnealingHook(loss).register(trainer)
     """
 
+    schedule_name = "clip"  # a schedule over the budget: named when a resume changes it
+
     def __init__(self, loss) -> None:
         self.loss = loss
         self.initial = float(loss.clip_epsilon)
         self._trainer: Trainer | None = None
 
+    def value(self, frames: int, total_frames: int) -> float:
+        """The clip a batch trains with once ``frames`` of ``total_frames`` are collected."""
+        return self.initial * max(0.0, 1.0 - frames / total_frames)
+
     def __call__(self) -> None:
         trainer = self._trainer
         if trainer is None:
             return
-        remaining = max(0.0, 1.0 - trainer.collected_frames / trainer.total_frames)
-        self.loss.clip_epsilon.fill_(self.initial * remaining)
+        self.loss.clip_epsilon.fill_(self.value(trainer.collected_frames, trainer.total_frames))
 
     def register(self, trainer: Trainer, name: str = "clip_annealing") -> None:
         self._trainer = trainer

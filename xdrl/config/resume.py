@@ -134,6 +134,17 @@ def saved_config(checkpoint: Path) -> dict[str, Any] | None:
     return saved if isinstance(saved, dict) else None
 
 
+def saved_budget(checkpoint: Path, batch_frames: int) -> int | None:
+    """The frame budget ``checkpoint`` was trained under: its config's ``total_frames`` rounded
+    up to whole ``batch_frames``-frame batches, as the run trained it (None: no readable
+    config). A resume that changes it re-anchors the schedules that anneal over the budget."""
+    saved = saved_config(checkpoint)
+    total = saved.get("total_frames") if saved is not None else None
+    if not isinstance(total, int) or isinstance(total, bool) or total < 1:
+        return None
+    return -(-total // batch_frames) * batch_frames
+
+
 def checkpoints_by_name(resume: str | None, run_dir: str | Path) -> list[Path]:
     """The checkpoints a run would try, newest first, found by name only (the run itself also
     recognizes checkpoints by their manifest and verifies them)."""

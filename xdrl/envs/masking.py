@@ -45,6 +45,16 @@ def _zero(observation: np.ndarray, indices: tuple[int, ...]) -> np.ndarray:
     return masked
 
 
+def masked_indices(env: Any) -> tuple[int, ...] | None:
+    """The entries a :func:`mask_observations` wrapper ``env`` zeroes, None when ``env`` is not
+    one: how :mod:`xdrl.policy` finds the mask to put inside the policy, so a loaded or exported
+    policy takes the observation the wrapped env returns."""
+    func = getattr(env, "func", None)
+    if isinstance(func, functools.partial) and func.func is _zero:
+        return tuple(int(i) for i in func.keywords["indices"])
+    return None
+
+
 def mask_observations(env: Any, indices: Sequence[int]) -> Any:
     """``env`` with the observation entries ``indices`` always zero (their bounds too).
 

@@ -29,7 +29,9 @@ buffer 1% full was saved at 100x its content.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,6 +41,7 @@ from torchrl.data import (
     RandomSampler,
     SamplerWithoutReplacement,
     TensorDictReplayBuffer,
+    TensorDictRoundRobinWriter,
 )
 
 
@@ -89,6 +92,43 @@ class FilledTensorStorage(LazyTensorStorage):
         # allocates the full capacity (lazily, as the first extend does), copies and counts
         # the rows (``len(self)``: the saved ``_len``, which is the rows saved)
         self.set(torch.arange(rows), data)
+
+    def loads(self, path: str | Path) -> None:
+        """TorchRL's load of a saved storage (``ReplayBuffer.dumps``, as checkpoints save it),
+        or, when the saved one is smaller than this one (``buffer_size: all`` resumed under a
+        raised ``total_frames``), its filled rows copied into the first rows of this capacity:
+        TorchRL's load refuses the shapes, and the run could not train on."""
+        path = Path(path)
+        metadata = json.loads((path / "storage_metadata.json").read_text())
+        if metadata["is_pytree"] or self.initialized or self.ndim != 1:
+            super().loads(path)
+            return
+        saved = TensorDict.load_memmap(path)
+        if saved.shape[0] >= self.max_size:
+            super().loads(path)
+            return
+        rows = int(metadata["len"])
+        if rows:
+            self.set(torch.arange(rows), saved[:rows].clone())
+
+
+class GrowingRoundRobinWriter(TensorDictRoundRobinWriter):
+    """TorchRL's round-robin writer that goes on writing after the filled rows of a storage
+    larger than the one it was saved with (a ``buffer_size: all`` buffer loaded under a raised
+    budget: the saved cursor wrapped to 0 at the old capacity, and would overwrite the oldest
+    transitions while the new rows stayed empty). A storage not yet full has never wrapped,
+    so its cursor is its length: for a buffer loaded at its own capacity nothing changes.
+
+    Example:
+        >>> LeanReplayBuffer(storage=FilledTensorStorage(2048), writer=GrowingRoundRobinWriter())
+    """
+
+    def loads(self, path: str | Path) -> None:
+        """TorchRL's load; the cursor after the filled rows of a storage not yet full."""
+        super().loads(path)
+        storage = self._storage
+        if len(storage) < storage.max_size:
+            self._cursor = len(storage)
 
 
 def _rows(saved: Any) -> int | None:

@@ -206,8 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(problem)
 
     from xdrl.config.errors import ConfigError
+    from xdrl.policy.run_dir import check_run_dir
 
     try:
+        check_run_dir(args.run_dir)  # before torch's import: a wrong path is refused at once
         with _stop_on_signals():
             record, mode_from = _play(args)
     except ConfigError as err:

@@ -64,17 +64,19 @@ def sample_episodes(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(observations, starts)``: ``n`` observations of the run's env under random actions, as
     its gymnasium ``env.step`` returns them (what the exported policy takes): the env is built
-    the way ``xdrl-eval`` builds it (:func:`~xdrl.policy.loading.make_env`, Atari's
-    preprocessing and frame stack included) and stepped below its one-hot encoding, which the
-    policy applies itself; ``starts`` marks each episode's first observation."""
-    from xdrl.policy.loading import make_env, policy_input_env
+    the way ``xdrl-eval`` builds it (:func:`~xdrl.policy.run_env.make_env`, Atari's
+    preprocessing and frame stack included) and stepped below its one-hot encoding and
+    observation mask, which the policy applies itself; ``starts`` marks each episode's first
+    observation."""
+    from xdrl.policy.run_env import make_env, policy_input_env
 
     env = make_env(config, num_envs=1, seed=seed)
     try:
-        gym_env, _encoding, owner = policy_input_env(env, config)
-        if owner is not env:
+        taken = policy_input_env(env, config)
+        gym_env = taken.env
+        if taken.owner is not env:
             env.close()
-            env = owner
+            env = taken.owner
         dtype = gym_env.observation_space.dtype
         gym_env.action_space.seed(seed)
         observations: list[np.ndarray] = []
@@ -222,6 +224,31 @@ def _names(policy: LoadedPolicy) -> tuple[list[str], list[str]]:
     return [INPUT_NAME, IS_INIT, *keys], [OUTPUT_NAME, *(f"next_{key}" for key in keys)]
 
 
+def _dims(shape: Any) -> str:
+    return "[" + ", ".join(["batch", *(str(int(n)) for n in shape)]) + "]"
+
+
+def describe_inputs(policy: LoadedPolicy) -> str:
+    """The file's inputs in one phrase, each with its dtype and shape, and what the observation
+    is (the env's raw observation; the mask, one-hot encoding or Atari preprocessing the policy
+    applies or expects), e.g. ``observation float32 [batch, 4] (CartPole-v1 as env.step returns
+    it; env.mask_observations=[1, 3] zeroed inside), is_init bool [batch], ...``."""
+    det = policy.deterministic_module
+    notes = [f"{policy.spec.env_id} as env.step returns it"]
+    if str(policy.config["env"]["_target_"]).endswith("make_atari_env"):
+        notes.append("after xdrl's Atari preprocessing and frame stack, see docs/policy.md")
+    if det.mask is not None:
+        notes.append(f"env.mask_observations={list(det.mask.indices)} zeroed inside")
+    if det.one_hot is not None:
+        notes.append("one-hot encoded inside")
+    parts = [f"{INPUT_NAME} {policy.obs_dtype.name} {_dims(policy.obs_shape)} ({'; '.join(notes)})"]
+    if policy.recurrent:
+        parts.append(f"{IS_INIT} bool [batch]")
+        for key, state in zip(policy.state_keys, policy.initial_states(1), strict=True):
+            parts.append(f"{key} float32 {_dims(state.shape[1:])}")
+    return ", ".join(parts)
+
+
 def _sequences(observations: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``[n, ...]`` as ``[steps, CHECK_SEQUENCES, ...]``: each sequence a contiguous piece of
     the sampled episodes, its first step an episode start."""
@@ -289,9 +316,10 @@ def export_policy(policy: LoadedPolicy, fmt: str, out: str | Path) -> dict[str, 
     """Write ``policy`` to ``out`` in ``fmt`` and check it on observations of the run's env
     (:func:`sample_episodes`; a recurrent policy on sequences with its state carried).
 
-    Returns what was checked: ``{"format", "file", "observations", "max_abs_diff"}`` (and
-    ``"sequences"`` for a recurrent policy). The file is written beside ``out`` first and
-    renamed only once it passed, so a failed export leaves nothing behind.
+    Returns what was checked: ``{"format", "file", "inputs", "observations", "max_abs_diff"}``
+    (and ``"sequences"`` for a recurrent policy); ``"inputs"`` is :func:`describe_inputs`. The
+    file is written beside ``out`` first and renamed only once it passed, so a failed export
+    leaves nothing behind.
     """
     if fmt not in FORMATS:
         raise ConfigError("--format", f"unknown format {fmt!r}; pick one of {', '.join(FORMATS)}")
@@ -321,7 +349,12 @@ def export_policy(policy: LoadedPolicy, fmt: str, out: str | Path) -> dict[str, 
         tmp.unlink(missing_ok=True)
         for extra in tmp.parent.glob(f"{tmp.name}.*"):  # ONNX external data, if any
             extra.unlink(missing_ok=True)
-    checked = {"format": fmt, "file": str(out), "observations": len(observations)}
+    checked: dict[str, Any] = {
+        "format": fmt,
+        "file": str(out),
+        "inputs": describe_inputs(policy),
+        "observations": len(observations),
+    }
     if policy.recurrent:
         checked["sequences"] = CHECK_SEQUENCES
     return {**checked, "max_abs_diff": diff}

@@ -19,12 +19,12 @@ EXPORT_EXTRA = ("onnx", "onnxruntime", "onnxscript")
 DESCRIPTION = """Write a run's deterministic policy as one file: the observation gymnasium's
 env.step returns in ([batch, *obs_shape] in its dtype; Atari: the preprocessed [4, 84, 84] uint8
 frame stack), env action out (int64 [batch] for discrete actions, float32 [batch, *act_shape]
-within the action bounds for continuous ones), one-hot encoding, casts, observation
-normalization and action scaling inside. The file is checked on 1,000 observations of the run's
-env before it is kept. A recurrent run's file takes and returns its hidden state: inputs
-observation, is_init ([batch] bool, true at an episode's first step) and actor_h (actor_c for an
-LSTM), outputs action and next_actor_h (next_actor_c); it is checked on sequences with the state
-carried."""
+within the action bounds for continuous ones), the env.mask_observations mask, one-hot encoding,
+casts, observation normalization and action scaling inside. The file is checked on 1,000
+observations of the run's env before it is kept. A recurrent run's file takes and returns its
+hidden state: inputs observation, is_init ([batch] bool, true at an episode's first step) and
+actor_h (actor_c for an LSTM), outputs action and next_actor_h (next_actor_c); it is checked on
+sequences with the state carried. The output line names the inputs the file expects."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,9 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         return _fail(problem)
 
+    from xdrl.config.errors import ConfigError
+    from xdrl.policy.run_dir import check_run_dir
+
+    try:
+        check_run_dir(args.run_dir)  # before torch's import: a wrong path is refused at once
+    except ConfigError as err:
+        return _fail(f"config error: {err}")
+
     import torch
 
-    from xdrl.config.errors import ConfigError
     from xdrl.policy.export import ExportError, export_policy
     from xdrl.policy.loading import load_run
 
@@ -100,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         else ", largest action difference"
     )
     print(
-        f"wrote {checked['file']} ({args.format}, {policy.checkpoint.name}); checked on "
+        f"wrote {checked['file']} ({args.format}, {policy.checkpoint.name}); inputs: "
+        f"{checked['inputs']}; checked on "
         f"{checked['observations']} env observations{carried} {checked['max_abs_diff']:.3g}"
     )
     return 0

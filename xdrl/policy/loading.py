@@ -8,8 +8,9 @@ TorchRL's ``Trainer`` saves it) and, for runs with ``env.normalize_observations=
 are frozen after loading, so evaluating never moves them.
 
 The policy takes what the run's gymnasium env returns from ``step``: the observation under the
-one-hot encoding (which the policy module applies itself) and under any stateful wrapper (Atari's
-preprocessing and frame stack, which it cannot), read from the run's own env once it is built.
+one-hot encoding and the ``env.mask_observations`` mask (which the policy module applies itself)
+and under any stateful wrapper (Atari's preprocessing and frame stack, which it cannot), read from
+the run's own env once it is built.
 """
 
 from __future__ import annotations
@@ -20,15 +21,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from torchrl.envs import VecNormV2
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from xdrl.algorithms.recurrent import state_keys as recurrent_state_keys
-from xdrl.config.errors import ConfigError, first_line
+from xdrl.config.errors import ConfigError
 from xdrl.config.spec import RunSpec
-from xdrl.envs.observation_encoding import integer_grid
-from xdrl.policy.module import DeterministicPolicy, OneHot
+from xdrl.policy.module import DeterministicPolicy
 from xdrl.policy.run_dir import (
     apply_overrides,
     check_run_dir,
@@ -37,6 +36,7 @@ from xdrl.policy.run_dir import (
     resolve_checkpoint,
     saved_config,
 )
+from xdrl.policy.run_env import env_mismatch, make_env, policy_input_env
 from xdrl.trainer_hooks.observation_norm import observation_norm
 from xdrl.training.build import add_recurrent_state, build_algorithm
 from xdrl.training.checkpointing import CONFIG_FILE, CorruptCheckpoint, VerifiedCheckpoint
@@ -45,6 +45,19 @@ POLICY_COMPONENT = "policy"
 COLLECTOR_COMPONENT = "collector"
 # Loss attributes TorchRL's Trainer saves as the "policy" component (Trainer._checkpoint_policy).
 _POLICY_ATTRIBUTES = ("actor_network", "value_network", "local_value_network")
+
+
+class _DoesNotFit(ConfigError):
+    """An intact checkpoint whose tensors do not fit the policy rebuilt for the env."""
+
+
+def _load_error(err: BaseException) -> str:
+    """The first line of a load error, with the next one when it ends at a colon (torch's
+    "Error(s) in loading state_dict for CategoricalActor:" says what only on the next line)."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
 class _EnvState:
@@ -79,48 +92,6 @@ def _pool_per_env_statistics(vecnorm: VecNormV2) -> None:
             stats.set("observation", value.mean(dim=tuple(range(extra))))
 
 
-def make_env(config: dict[str, Any], *, num_envs: int, seed: int, render: bool = False) -> Any:
-    """The run's env, built by its own ``env`` factory (``xdrl.envs.factory.make_env`` via
-    Hydra)."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
-    try:
-        from xdrl.lean.collector import fast_rollouts
-
-        factory = instantiate(OmegaConf.create(config["env"]))
-        env = factory(num_envs=num_envs, seed=seed, device="cpu", render=render, evaluation=True)
-        return fast_rollouts(env)
-    except InstantiationException as err:
-        cause = err.__cause__ or err
-        if isinstance(cause, ConfigError):
-            raise cause from err
-        raise ConfigError("env", first_line(cause)) from err
-
-
-def policy_input_env(env: Any, config: dict[str, Any]) -> tuple[Any, OneHot | None, Any]:
-    """``(gymnasium env, encoding, owner)``: the first gymnasium env inside ``env`` below the
-    one-hot encoding (whose ``step`` returns what the policy takes), the encoding as a module
-    (None: none), and the TorchRL env to close after use (``env`` itself, or a one-env copy
-    built from ``config`` where ``env``'s gymnasium envs live in other processes or are not
-    created yet)."""
-    from xdrl.envs.observation_encoding import OneHotObservation
-    from xdrl.training.env_state import gym_envs
-
-    owner = env
-    envs = gym_envs(env)
-    if not envs:
-        single = {**config, "env": {**config["env"], "batching": "serial"}}
-        owner = make_env(single, num_envs=1, seed=int(config["seed"]))
-        envs = gym_envs(owner)
-        assert envs, "a one-env serial env holds its gymnasium env"
-    first = envs[0]
-    if isinstance(first, OneHotObservation):
-        low, counts = integer_grid(first.env.observation_space)
-        return first.env, OneHot(low, counts), owner
-    return first, None, owner
-
-
 def _policy_owner(loss_module: Any) -> Any:
     for name in _POLICY_ATTRIBUTES:
         module = getattr(loss_module, name, None)
@@ -148,8 +119,9 @@ def _load(checkpoint: Path, run_dir: Path, parts: Any, env: Any) -> None:
         )
         raise ConfigError("--checkpoint", f"{checkpoint.name} is damaged: {err}{offer}") from None
     except Exception as err:  # noqa: BLE001 - intact files that do not fit the rebuilt policy
-        first = first_line(err)
-        raise ConfigError("--checkpoint", f"{checkpoint} does not load ({first})") from None
+        raise _DoesNotFit(
+            "--checkpoint", f"{checkpoint} does not load ({_load_error(err)})"
+        ) from None
     if normalized and not sink.loaded:
         raise ConfigError(
             "--checkpoint",
@@ -164,8 +136,9 @@ class LoadedPolicy:
 
     Call it with a numpy observation (one, or a batch with a leading dimension), as gymnasium's
     ``env.step`` returns it (for ``env.observation_encoding=one_hot`` the raw integers, not their
-    one-hot vector; for Atari the preprocessed ``[4, 84, 84]`` uint8 frame stack); it returns the
-    env action (deterministic by default).
+    one-hot vector; for ``env.mask_observations`` the raw observation, the mask applied inside;
+    for Atari the preprocessed ``[4, 84, 84]`` uint8 frame stack); it returns the env action
+    (deterministic by default).
 
     Args:
         module: the TorchRL evaluation policy (TensorDict in, ``action`` out).
@@ -305,18 +278,22 @@ def load_run(
     """Rebuild the run's env (``num_envs`` sub-envs) and policy, load ``checkpoint`` into them."""
     folder = check_run_dir(run_dir)
     path = resolve_checkpoint(folder, str(checkpoint))
-    config = apply_overrides(saved_config(path), list(overrides or []))
+    saved = saved_config(path)
+    config = apply_overrides(saved, list(overrides or []))
     spec = RunSpec.from_saved(config, str(path / CONFIG_FILE))
     env_seed = spec.eval_seed if seed is None else seed
     env = make_env(config, num_envs=num_envs, seed=env_seed, render=render)
     try:
         parts = _build_algorithm(spec, env)
         recurrent = add_recurrent_state(env, parts.eval_policy) is not None
-        _load(path, folder, parts, env)
-        gym_env, one_hot, owner = policy_input_env(env, config)
-        space = gym_env.observation_space
-        if owner is not env:
-            owner.close()
+        try:
+            _load(path, folder, parts, env)
+        except _DoesNotFit as err:
+            raise env_mismatch(saved, config, env, list(overrides or [])) or err from None
+        taken = policy_input_env(env, config)
+        space = taken.env.observation_space
+        if taken.owner is not env:
+            taken.owner.close()
     except BaseException:
         env.close()
         raise
@@ -339,7 +316,8 @@ def load_run(
             module,
             loc,
             scale,
-            one_hot=one_hot,
+            one_hot=taken.one_hot,
+            mask=taken.mask,
             input_dtype=env.observation_spec["observation"].dtype,
         ).eval(),
         obs_shape=tuple(int(n) for n in space.shape),

@@ -1,5 +1,6 @@
 """The deterministic policy as one tensor-in, tensor-out ``nn.Module``: the observation gymnasium's
-``env.step`` returns in, env action out, every stateless step between inside: the one-hot
+``env.step`` returns in, env action out, every stateless step between inside: the zeroed entries
+of ``env.mask_observations`` (:class:`ObservationMask`), the one-hot
 encoding of ``env.observation_encoding=one_hot`` (:class:`OneHot`), the dtype cast the run's env
 applies (float32, except uint8 images, which the network scales itself), frozen normalization
 statistics, the network, and the action mapping the TorchRL actor applies (argmax for discrete
@@ -55,6 +56,33 @@ class OneHot(nn.Module):
         return nn.functional.one_hot(index, self.size).to(torch.float32)
 
 
+class ObservationMask(nn.Module):
+    """Observations ``[batch, size]`` with the entries ``indices`` set to zero: the torch form of
+    :func:`xdrl.envs.masking.mask_observations`, so the mask a run trained under goes inside the
+    loaded and exported policy (which then takes gymnasium's raw observation) instead of staying a
+    wrapper the user has to rebuild. ``masked_fill``, not a product: a NaN or inf in a hidden
+    entry gives 0, as the wrapper does.
+
+    Args:
+        indices: the observation entries zeroed (``env.mask_observations``).
+        size: the number of observation entries.
+
+    Example:
+        >>> ObservationMask([1, 3], 4)(torch.ones(1, 4))
+        tensor([[1., 0., 1., 0.]])
+    """
+
+    def __init__(self, indices: Sequence[int], size: int) -> None:
+        super().__init__()
+        self.indices = tuple(sorted({int(i) for i in indices}))
+        drop = torch.zeros(int(size), dtype=torch.bool)
+        drop[list(self.indices)] = True
+        self.register_buffer("drop", drop)
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return observation.masked_fill(self.get_buffer("drop"), 0)
+
+
 class DeterministicPolicy(nn.Module):
     """``forward(observation) -> action`` of a TorchRL policy, the run's stateless observation
     transforms inside.
@@ -64,6 +92,7 @@ class DeterministicPolicy(nn.Module):
         loc: observation mean subtracted (None: no normalization).
         scale: observation scale divided by after ``loc``.
         one_hot: the run's one-hot encoding (None: observations are not encoded).
+        mask: the run's observation mask (None: nothing masked), applied first.
         input_dtype: the dtype the actor was trained on (float32, or uint8 for images).
 
     Example:
@@ -79,10 +108,12 @@ class DeterministicPolicy(nn.Module):
         scale: torch.Tensor | None = None,
         *,
         one_hot: OneHot | None = None,
+        mask: ObservationMask | None = None,
         input_dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
         self.actor = actor
+        self.mask = mask
         self.one_hot = one_hot
         self.input_dtype = input_dtype
         self.normalized = loc is not None
@@ -92,6 +123,8 @@ class DeterministicPolicy(nn.Module):
 
     def normalize(self, observation: torch.Tensor) -> torch.Tensor:
         """Observations as ``env.step`` returns them -> as the actor saw them in training."""
+        if self.mask is not None:
+            observation = self.mask(observation)
         if self.one_hot is not None:
             observation = self.one_hot(observation)
         observation = observation.to(self.input_dtype)

@@ -1,5 +1,6 @@
 """A run dir's checkpoints and saved config: which checkpoint ``last``, ``best``, a frame count
-or a path means, and the config it was written under."""
+or a path means, and the config it was written under. Imports no torch, so that the commands
+refuse a path that is not a run dir at once."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from xdrl.config.errors import ConfigError
+from xdrl.config.resume import CHECKPOINT_DIR, CONFIG_FILE
 from xdrl.config.spec import load_saved_config
 from xdrl.run.layout import HYDRA_CONFIG_FILE, HYDRA_DIR, MANIFEST_FILE, SUMMARY_FILE
-from xdrl.training.checkpointing import BEST_SUMMARY_KEY, CHECKPOINT_DIR, CONFIG_FILE
 
 
 def _frames(path: Path) -> int | None:
@@ -71,6 +72,8 @@ def resolve_checkpoint(run_dir: Path, which: str = "last") -> Path:
 
 
 def _best(run_dir: Path, found: list[Path]) -> Path:
+    from xdrl.training.checkpointing import BEST_SUMMARY_KEY  # imports torch
+
     summary = run_dir / SUMMARY_FILE
     name = None
     if summary.is_file():

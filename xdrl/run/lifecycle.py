@@ -30,7 +30,7 @@ from xdrl.run.layout import (
 )
 from xdrl.run.lock import RunDirLock
 from xdrl.run.process import ProcessSettings
-from xdrl.run.segments import earlier_segments, whole_run_timing
+from xdrl.run.segments import earlier_segments, segment_budget, whole_run_timing
 from xdrl.training.build import Run, build_trainer
 from xdrl.training.checkpointing import BEST_SUMMARY_KEY, RunComplete, resumed_run_dir
 from xdrl.training.loggers import close_logger
@@ -470,6 +470,7 @@ class _Segment:
             "resumed_from": self.run.resumed_from,
             # what num_threads resolved to in this process (auto reads cores and load)
             "torch_threads": torch.get_num_threads(),
+            **segment_budget(spec.total_frames, self.run.budget_from),
         }
         segments = [*self.earlier, segment]
         summary: dict[str, Any] = {
@@ -534,7 +535,8 @@ def _already_complete(spec: RunSpec, done: RunComplete) -> float | None:
         f"{run_dir} is already complete ({done.frames:,} frames, total_frames="
         f"{spec.total_frames:,}): nothing was trained or evaluated and its record is unchanged; "
         f"to evaluate it under other settings run `xdrl-eval {run_dir}`, to train it further "
-        "raise total_frames"
+        f"raise total_frames (e.g. total_frames={2 * done.frames}; linear learning-rate and "
+        "clip schedules then end at the new budget)"
     )
     print(f"xdrl-train: {line}", file=sys.stderr)
     for handler in logging.getLogger().handlers:

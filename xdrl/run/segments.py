@@ -2,8 +2,8 @@
 
 A run stopped and resumed is trained by several processes; each writes ``summary.json`` at its
 end, listing every segment so far (``frames`` ``[start, end]``, ``started``, ``wall_time_s``,
-``train_time_s``, ``frames_per_second``, ``status``, ``resumed_from``) and whole-run figures
-summed over them. Torch-free: readers of run folders may use it.
+``train_time_s``, ``frames_per_second``, ``status``, ``resumed_from``, ``budget_frames``) and
+whole-run figures summed over them. Torch-free: readers of run folders may use it.
 """
 
 from __future__ import annotations
@@ -48,6 +48,16 @@ def _segment_of_old_summary(summary: dict[str, Any]) -> dict[str, Any]:
     first = int(Path(resumed).name.rpartition("-")[2]) if resumed else 0
     keys = ("wall_time_s", "train_time_s", "frames_per_second", "status", "resumed_from")
     return {"frames": [first, int(summary["total_frames"])], **{k: summary.get(k) for k in keys}}
+
+
+def segment_budget(budget: int, resumed_under: int | None) -> dict[str, int]:
+    """A segment's budget fields: ``budget_frames``, the ``total_frames`` it trained towards
+    (whole batches), and for a segment that resumed a checkpoint trained under another budget,
+    ``budget_changed_from``, that budget (its schedules were re-anchored to the new one)."""
+    fields = {"budget_frames": budget}
+    if resumed_under is not None and resumed_under != budget:
+        fields["budget_changed_from"] = resumed_under
+    return fields
 
 
 def whole_run_timing(segments: list[dict[str, Any]]) -> dict[str, float | None]:

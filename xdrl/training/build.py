@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,13 +16,14 @@ from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 from torchrl.collectors import Collector
 from torchrl.envs.utils import ExplorationType
-from torchrl.trainers import LRSchedulerHook, Trainer
+from torchrl.trainers import Trainer
 
 from xdrl.algorithms.common import AlgorithmParts
 from xdrl.algorithms.recurrent import recurrent_primers
 from xdrl.algorithms.stepper import DetachedOptimizationStepper
 from xdrl.config.check import check_config
 from xdrl.config.errors import ConfigError, first_line
+from xdrl.config.resume import saved_budget
 from xdrl.config.settings import EvalSettings
 from xdrl.config.spec import RunSpec
 from xdrl.envs.factory import quiet_vecnorm_note, reward_weights_of
@@ -49,6 +51,7 @@ from xdrl.training.checkpointing import (
 from xdrl.training.env_state import EnvState
 from xdrl.training.loggers import WandbLogger, log_config, stable_run_id
 from xdrl.training.precision import Precision, device_has_bf16, resolve_precision
+from xdrl.training.schedules import BudgetLinearLR, budget_line, lr_schedule
 from xdrl.training.worker_norm import RunObservationNorm, find_norm
 from xdrl.training.workers import WorkerCollector, build_worker_collector, set_env_threads
 
@@ -71,6 +74,7 @@ class Run:
     resume_approximate: str | None = None  # why a resume is not exact (None: exact)
     precision: Precision = "fp32"  # the networks' arithmetic: fp32, or bf16 autocast
     stop_request: StopRequestHook | None = None  # a stop asked through <run_dir>/stop-request.json
+    budget_from: int | None = None  # the resumed checkpoint's budget, when total_frames changed
 
     def close(self) -> None:
         """Close the environments (collector, evaluation) and stop the collector's worker
@@ -332,15 +336,23 @@ def build_evaluation(
     )
 
 
-def _lr_schedule(
-    schedule: str, batches: int, optimizer: torch.optim.Optimizer
-) -> LRSchedulerHook | None:
-    if schedule == "constant":
+def _follow_budget(
+    spec: RunSpec, resumed: Path | None, schedule: BudgetLinearLR | None, parts: AlgorithmParts
+) -> int | None:
+    """The budget the resumed checkpoint trained under, when this run's ``total_frames``
+    differs (None: the same, or a fresh run), said in one line: the schedules over the budget
+    follow the new one (the learning rate re-anchored itself on load, the clip reads the
+    Trainer's ``total_frames``)."""
+    old = saved_budget(resumed, spec.batch_frames) if resumed is not None else None
+    if old is None and schedule is not None and schedule.resumed_batches is not None:
+        old = schedule.resumed_batches * spec.batch_frames  # a checkpoint without its config
+    if old is None or old == spec.total_frames:
         return None
-    scheduler = torch.optim.lr_scheduler.LinearLR(
-        optimizer, start_factor=1.0, end_factor=0.0, total_iters=batches
-    )
-    return LRSchedulerHook(scheduler, interval="batch")
+    names = (["lr"] if schedule is not None else []) + [
+        hook.schedule_name for _, hook in parts.hooks if hasattr(hook, "schedule_name")
+    ]
+    log.info(budget_line(old, spec.total_frames, names, schedule))
+    return old
 
 
 def _objective_metadata(objective: str, eval_set: LoggingEvaluationHookSet | None) -> Any:
@@ -480,7 +492,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
                     spec.device)  # fmt: skip
     env_state = EnvState(train_env, collector, eval_set.environment if eval_set else None)
     trainer.register_module("env_state", env_state)  # envs mid-episode: an exact resume
-    schedule = _lr_schedule(spec.lr_schedule, spec.batches, optimizer)
+    schedule = lr_schedule(spec.lr_schedule, spec.batches, optimizer)
     if schedule is not None:
         schedule.register(trainer)
     if interactive:
@@ -504,6 +516,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         (workers or train_env).set_seed(spec.seed + int(trainer.collected_frames))
     if resumed is not None:
         _log_resume_exactness(approximate, asynchronous=not spec.collector.sync)
+    budget_from = _follow_budget(spec, resumed, schedule, parts)
     norm_sync.link()  # a restore replaced the training statistics: share them again
     return Run(
         trainer=trainer,
@@ -515,6 +528,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         resume_approximate=approximate if resumed else None,
         precision=precision,
         stop_request=stop_request,
+        budget_from=budget_from,
     )
 
 

@@ -355,7 +355,7 @@ def _what_was_saved(spec: RunSpec, frames: int | None, *, advice: bool = True) -
     from disk, and (``advice``) the command that continues it."""
     if not spec.checkpoint.enabled:
         return "logs written, no checkpoint (checkpoint.enabled=false)"
-    newest = newest_checkpoint(spec.run_dir)
+    newest = _newest_checkpoint(spec.run_dir)
     if newest is None:
         if not advice:
             return "no checkpoint"
@@ -374,7 +374,7 @@ def _after_failure(spec: RunSpec, frames: int | None) -> str:
     where a checkpoint is on disk (a worker that failed before the first one leaves none)."""
     if not spec.checkpoint.enabled:
         return "no checkpoint (checkpoint.enabled=false)"
-    if newest_checkpoint(spec.run_dir) is None:
+    if _newest_checkpoint(spec.run_dir) is None:
         return _what_was_saved(spec, frames)
     if spec.resume is not None:
         return f"{_rerun(spec)} to resume from the last checkpoint"
@@ -390,18 +390,15 @@ def _rerun(spec: RunSpec) -> str:
     return f"run the same command without resume={spec.resume}"
 
 
-def newest_checkpoint(run_dir: str | Path) -> int | None:
+def _newest_checkpoint(run_dir: str | Path) -> int | None:
     """The frames of the newest whole checkpoint under ``run_dir`` (one whose ``checksums.json``,
-    written last, is there), None when there is none."""
-    found = (CHECKPOINT_NAME.fullmatch(p.name) for p in (Path(run_dir) / CHECKPOINT_DIR).glob("*"))
-    return max(
-        (
-            int(m[1])
-            for m in found
-            if m is not None and (Path(run_dir) / CHECKPOINT_DIR / m[0] / CHECKSUMS_FILE).is_file()
-        ),
-        default=None,
-    )
+    written last, is there; a save a second Ctrl-C cut short is not), None when there is none."""
+    frames = [
+        int(match[1])
+        for path in (Path(run_dir) / CHECKPOINT_DIR).glob("checkpoint-*")
+        if (match := CHECKPOINT_NAME.fullmatch(path.name)) and (path / CHECKSUMS_FILE).is_file()
+    ]
+    return max(frames, default=None)
 
 
 def _final_status(stop: _StopRequest, trainer: Any, run_: Run) -> str:

@@ -270,6 +270,63 @@ class LeanWorkerCollector(_FaultReporting, VectorCollector):
             yield self._out
 
 
+class _StopsWhileStarting:
+    """Hold back the stop signals while TorchRL starts the workers: blocked in this thread
+    until :meth:`unblock` (the workers spawned meanwhile inherit the block), handled by a
+    handler that only notes the signal and calls ``on_stop`` (kill the workers) until the block
+    exits; :meth:`deliver` then sends the noted signal again to the handler it replaced (the
+    run's: ``KeyboardInterrupt``, a stop before training). Signals ignored, or any outside the
+    main thread, are left alone.
+
+    Args:
+        on_stop: called once, at the first stop signal.
+
+    Example:
+        >>> with _StopsWhileStarting(on_stop=kill) as stops: ...
+        >>> stops.deliver()  # where a signal arrived
+    """
+
+    def __init__(self, on_stop: Callable[[], None]) -> None:
+        self.on_stop = on_stop
+        self.signum: int | None = None
+        self._handlers: dict[int, Any] = {}
+        self._mask: set[int] | None = None
+
+    def __enter__(self) -> _StopsWhileStarting:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                if signal.getsignal(sig) != signal.SIG_IGN:
+                    self._handlers[sig] = signal.signal(sig, self._note)
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        return self
+
+    def _note(self, signum: int, _frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+            log.warning("%s received while the collector workers start: stopping them",
+                        signal.Signals(signum).name)  # fmt: skip
+            self.on_stop()
+
+    def unblock(self) -> None:
+        """Let the stop signals in again (a blocked one is noted now)."""
+        mask, self._mask = self._mask, None
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.unblock()
+        for sig, handler in self._handlers.items():
+            signal.signal(sig, handler)
+
+    def deliver(self) -> None:
+        """Send the noted signal to the handler it was kept from; raise if that one returns
+        (a handler that neither raises nor exits: the workers are gone all the same)."""
+        assert self.signum is not None
+        name = signal.Signals(self.signum).name
+        signal.raise_signal(self.signum)
+        raise WorkerFailed(f"collector workers stopped by {name} while they started")
+
+
 class _SpawnWatch(list):
     """TorchRL's list of worker processes, which it appends to as it spawns them: calls
     ``spawned`` once it holds ``expected``."""
@@ -320,7 +377,8 @@ class WorkerCollector(MultiCollector):
         self.fault_dir = fault_dir
         self.observation_norm = observation_norm
         self.resume_note: str | None = None
-        self._restore_mask: Callable[[], None] | None = None
+        self._children_before: set[Any] | None = None  # this process's children before its own
+        self._stops = _StopsWhileStarting(on_stop=self._kill_workers)
         _STARTED.add(self)
         try:
             super().__init__(*args, **kwargs)
@@ -342,48 +400,49 @@ class WorkerCollector(MultiCollector):
         self._procs = _SpawnWatch(procs, self.num_workers, self._spawned)
 
     def _run_processes(self) -> None:
-        """TorchRL's worker start, with the stop signals blocked in this thread while it spawns
-        the workers: each inherits the blocked signals and keeps them until :func:`worker_init`
-        ignores them. Unblocked they killed a worker still importing torch (SIGTERM) or printed
-        its ``KeyboardInterrupt`` traceback (two workers: 96 lines before the run's one line).
-        The block lifts as the last worker is spawned (:meth:`_spawned`), before TorchRL waits
-        for them to start: a signal arriving meanwhile stops the run then.
+        """TorchRL's worker start, the stop signals held back (:class:`_StopsWhileStarting`):
+        blocked while the workers are spawned, so each inherits them blocked and keeps them
+        until :func:`worker_init` ignores them (unblocked, a worker still importing torch died
+        of SIGTERM or printed its ``KeyboardInterrupt`` traceback: two workers, 96 lines before
+        the run's line), then noted instead of raised while TorchRL waits for the workers (a
+        ``KeyboardInterrupt`` raised inside TorchRL's spawn loop became tensordict's
+        "Converting a tensordict to boolean value" error). A stop kills the starting workers at
+        once and is handed to the run's own handler once TorchRL has returned.
 
         A worker whose collector failed to build (an env whose ``reset`` raises) wrote its
         cause: :class:`WorkerFailed` names it in one line, where TorchRL re-raised it with the
         worker's traceback."""
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-
-        def restore() -> None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-        self._restore_mask = restore
-        try:
-            super()._run_processes()  # type: ignore[misc]
-        except Exception as err:
-            failed = self._first_failure()  # before TorchRL's shutdown removes the fault files
-            if failed is None:
-                raise
-            raise WorkerFailed(failed) from err
-        finally:
-            self._unblock()
+        self._children_before = set(multiprocessing.active_children())
+        with _StopsWhileStarting(on_stop=self._kill_workers) as stops:
+            self._stops = stops
+            try:
+                super()._run_processes()  # type: ignore[misc]
+            except Exception as err:
+                if stops.signum is None:
+                    failed = self._first_failure()  # before TorchRL's shutdown removes them
+                    if failed is not None:
+                        raise WorkerFailed(failed) from err
+                    raise
+            finally:
+                if stops.signum is not None:
+                    self._kill_workers()  # those spawned after the signal too
+        if stops.signum is not None:
+            stops.deliver()
 
     def _spawned(self) -> None:
-        """Every worker is spawned: log their pids (the workers now build their envs), then let
-        the stop signals through again."""
+        """Every worker is spawned: log their pids (the workers now import torch and build their
+        envs), then let the stop signals in (:meth:`_StopsWhileStarting.unblock`)."""
         log.info("Collector workers spawned (pids %s): waiting for them to start",
                  ", ".join(str(p.pid) for p in self.procs))  # fmt: skip
-        self._unblock()
-
-    def _unblock(self) -> None:
-        restore, self._restore_mask = self._restore_mask, None
-        if restore is not None:
-            restore()  # a signal that arrived while blocked is handled here
+        self._stops.unblock()
 
     def _kill_workers(self) -> None:
         """SIGKILL every worker still alive (workers ignore SIGTERM, and one still starting
-        does not read TorchRL's close message: its shutdown waited 10 s for it)."""
-        for proc in self.procs:
+        does not read TorchRL's close message: its shutdown waited 10 s for it), including one
+        started but not yet in :attr:`procs`."""
+        before = self._children_before
+        started = set(multiprocessing.active_children()) - before if before is not None else set()
+        for proc in [*self.procs, *started]:
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 if proc.is_alive():
                     proc.kill()

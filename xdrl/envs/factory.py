@@ -222,6 +222,7 @@ def _check_space(
     try:
         space = env.observation_space
         reward_space = getattr(env.unwrapped, "reward_space", None)
+        check_action_space(env_id, env.action_space)
     finally:
         with _quiet():
             env.close()
@@ -244,6 +245,24 @@ def _check_space(
         "env.id",
         f"{env_id} observes {space}{kind}, which xdrl does not handle yet; it trains on "
         f"{SUPPORTED_OBSERVATIONS}: {hint}",
+    )
+
+
+def check_action_space(env_id: str, space: Any) -> None:
+    """Fail with one line when a ``Box`` action space has an infinite bound: the continuous
+    actors squash their actions into the bounds (a tanh scaled by ``high - low``), which an
+    infinite bound turns into NaN in the first batch."""
+    import gymnasium
+    import numpy as np
+
+    if not isinstance(space, gymnasium.spaces.Box):
+        return
+    if np.isfinite(space.low).all() and np.isfinite(space.high).all():
+        return
+    raise ConfigError(
+        "env.id",
+        f"{env_id}'s action space {space} has infinite bounds; bounds must be finite; wrap the "
+        "env or clip (a gymnasium.ActionWrapper with a finite Box action space)",
     )
 
 

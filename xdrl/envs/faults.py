@@ -1,0 +1,56 @@
+"""EnvFault: an env that raised or returned NaN/inf, said in one line naming the env, the
+sub-env, the step and what went wrong, so a run's record blames the env, not the networks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xdrl.config.errors import RunError, first_line
+
+
+class EnvFault(RunError):
+    """The env failed or returned a non-finite value: ``xdrl-train: error: <line>``, exit 1, and
+    ``EnvFault: <line>`` as the ``error`` of ``summary.json`` (a ``RunError``: no traceback).
+
+    Example:
+        >>> raise EnvFault.raised("MyEnv-v0", 0, 7, RuntimeError("lost contact"))
+    """
+
+    @classmethod
+    def raised(cls, env_id: str, index: int, step: int, err: BaseException) -> EnvFault:
+        """The env's ``step`` (``step=0``: ``reset``) raised ``err``: worded as a failed collector
+        worker's line (``collector worker <i> failed: <Type>: <message>``)."""
+        what = f"step {step} of its episode" if step else "reset"
+        return cls(
+            f"env {env_id} (sub-env {index}) failed at {what}: {type(err).__name__}: "
+            f"{first_line(err)}"
+        )
+
+    @classmethod
+    def non_finite(
+        cls, env_id: str, index: int, step: int, key: str, values: np.ndarray
+    ) -> EnvFault:
+        """The env returned ``values`` holding NaN or inf in its ``key`` (observation or reward)
+        at ``step`` of sub-env ``index``'s episode (0: its reset)."""
+        kind = "NaN" if np.isnan(values).any() else "inf"
+        what = f"step {step} of its episode" if step else "reset"
+        return cls(
+            f"env {env_id} (sub-env {index}) returned {kind} in its {key} at {what}, before the "
+            "networks saw it (the env's output, not a diverged network); fix the env or wrap it "
+            "to return finite values"
+        )
+
+
+def first_non_finite(
+    observation: np.ndarray | None, reward: np.ndarray | None
+) -> tuple[int, str, np.ndarray] | None:
+    """``(row, key, values)`` of the first row of a batch (``[N, ...]`` arrays) whose observation
+    (checked first) or reward holds NaN or inf; None when every value is finite."""
+    for key, array in (("observation", observation), ("reward", reward)):
+        if array is None or not np.issubdtype(array.dtype, np.floating):
+            continue
+        bad = ~np.isfinite(array.reshape(len(array), -1)).all(-1)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            return row, key, array[row]
+    return None

@@ -3,6 +3,8 @@ sub-env, the step and what went wrong, so a run's record blames the env, not the
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from xdrl.config.errors import RunError, first_line
@@ -54,3 +56,28 @@ def first_non_finite(
             row = int(np.flatnonzero(bad)[0])
             return row, key, array[row]
     return None
+
+
+def check_batch(
+    env_id: str, observation: np.ndarray, reward: np.ndarray, step_count: np.ndarray
+) -> None:
+    """Raise :class:`EnvFault` for the earliest step of a collected batch (``[N, T, ...]``
+    arrays: each step's next observation and raw reward, and ``step_count``, the episode's
+    steps before it) whose observation or reward holds NaN or inf; one sum per array decides,
+    so a finite batch costs a few us however long it is."""
+    floating = np.issubdtype(observation.dtype, np.floating)
+    total = reward.sum() + (observation.sum() if floating else 0.0)
+    if math.isfinite(total):
+        return
+    n, length = reward.shape[:2]
+    bad_reward = ~np.isfinite(reward.reshape(n, length, -1)).all(-1)
+    bad_obs = np.zeros_like(bad_reward)
+    if floating:
+        bad_obs = ~np.isfinite(observation.reshape(n, length, -1)).all(-1)
+    bad = bad_obs | bad_reward
+    if not bad.any():
+        return  # finite values whose sum overflowed
+    t = int(np.flatnonzero(bad.any(0))[0])
+    i = int(np.flatnonzero(bad[:, t])[0])
+    key, values = ("observation", observation) if bad_obs[i, t] else ("reward", reward)
+    raise EnvFault.non_finite(env_id, i, int(step_count[i, t].reshape(-1)[0]) + 1, key, values[i, t])

@@ -71,8 +71,8 @@ class VectorGymEnv(EnvBase):
     ``_env`` the first one, which evaluation videos render. A sub-env whose ``step`` or
     ``reset`` raises, or that returns NaN or inf in its float observation or its reward, stops
     the run with one :class:`~xdrl.envs.faults.EnvFault` line naming the sub-env, the step of
-    its episode and the key (checked on every batched step: one sum of the batch's
-    observations and rewards; ~1% of a CartPole PPO run's time, see ``docs/environments.md``).
+    its episode and the key (one sum of the outputs per batched step, or per collected batch in
+    :class:`~xdrl.lean.collector.VectorCollector`).
 
     Args:
         env_id: registered gymnasium or MO-Gymnasium id.
@@ -164,13 +164,15 @@ class VectorGymEnv(EnvBase):
 
     # Stepping
     def step_numpy(
-        self, action: np.ndarray, indices: Sequence[int] | None = None
+        self, action: np.ndarray, indices: Sequence[int] | None = None, *, check: bool = True
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step the sub-envs ``indices`` (all: None) with ``action[i]``, in NumPy.
 
         Returns new arrays ``(observation, reward, terminated, truncated)`` for all N sub-envs
         (unstepped ones keep their observation and flags, reward 0); used by ``_step`` and by
         :class:`~xdrl.lean.collector.VectorCollector`, which skips the TensorDict per step.
+        ``check``: refuse NaN or inf in the outputs here (``False``: the caller checks them, as
+        the collector does once per batch with :func:`~xdrl.envs.faults.check_batch`).
         """
         obs = self._obs.copy()
         reward = np.zeros(self._reward_shape, dtype=self._reward_dtype)
@@ -190,7 +192,8 @@ class VectorGymEnv(EnvBase):
             self._episode_steps += 1
         else:
             self._episode_steps[list(indices)] += 1
-        self._check_finite(obs, reward)
+        if check:
+            self._check_finite(obs, reward)
         self._obs, self._terminated, self._truncated = obs, terminated, truncated
         return obs, reward, terminated, truncated
 

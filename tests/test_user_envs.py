@@ -186,15 +186,27 @@ def test_multi_dimensional_discrete_actions_train(
         ([MATCH, "algorithm=sac"], "algorithm", ["sac", "MultiDiscrete([3, 4])", "ppo or a2c"]),
         ([BITS, "algorithm=td3"], "algorithm", ["td3", "MultiBinary(3)", "ppo or a2c"]),
         (
-            [MATCH, "algorithm=ppo", "algorithm.build.recurrent=gru",
-             "algorithm.build.minibatch_size=256", "frames_per_batch=256"],
+            [
+                MATCH,
+                "algorithm=ppo",
+                "algorithm.build.recurrent=gru",
+                "algorithm.build.minibatch_size=256",
+                "frames_per_batch=256",
+            ],
             "algorithm.build.recurrent",
             ["MultiDiscrete([3, 4])", "recurrent=null"],
-        ),  # fmt: skip
+        ),
         ([UNBOUNDED, "algorithm=ppo"], "env.id", ["bounds must be finite; wrap the env or clip"]),
         ([UNBOUNDED, "algorithm=sac"], "env.id", ["bounds must be finite; wrap the env or clip"]),
     ],
-    ids=["dqn", "sac", "td3-multibinary", "recurrent", "infinite-bounds-ppo", "infinite-bounds-sac"],
+    ids=[
+        "dqn",
+        "sac",
+        "td3-multibinary",
+        "recurrent",
+        "infinite-bounds-ppo",
+        "infinite-bounds-sac",
+    ],
 )
 def test_unsupported_action_spaces_are_one_config_line(
     tmp_path: Path, overrides: list[str], key: str, words: list[str]

@@ -80,4 +80,6 @@ def check_batch(
     t = int(np.flatnonzero(bad.any(0))[0])
     i = int(np.flatnonzero(bad[:, t])[0])
     key, values = ("observation", observation) if bad_obs[i, t] else ("reward", reward)
-    raise EnvFault.non_finite(env_id, i, int(step_count[i, t].reshape(-1)[0]) + 1, key, values[i, t])
+    raise EnvFault.non_finite(
+        env_id, i, int(step_count[i, t].reshape(-1)[0]) + 1, key, values[i, t]
+    )

@@ -21,8 +21,8 @@ that remains is what ``xdrl.lean.collector.VectorCollector`` removes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import math
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
+from torch.distributions import Categorical, Distribution
 from torchrl.modules import ProbabilisticActor
 
 from xdrl.lean.mlp_forward import MLPForward
@@ -44,7 +45,7 @@ class CategoricalActor(ProbabilisticActor, TensorSampler):
         self,
         net: nn.Module,
         spec,
-        distribution_class: type[torch.distributions.Distribution] = torch.distributions.Categorical,
+        distribution_class: type[Distribution] = Categorical,
         distribution_kwargs: dict[str, Any] | None = None,
     ) -> None:
         module = TensorDictModule(net, in_keys=["observation"], out_keys=["logits"])
@@ -113,7 +114,7 @@ class CategoricalActor(ProbabilisticActor, TensorSampler):
         return log_prob, -(clamped * log_p.exp()).sum(-1)
 
 
-class IndependentCategoricals(torch.distributions.Distribution):
+class IndependentCategoricals(Distribution):
     """Independent categoricals, one per action dimension, on one logits vector split by
     ``nvec``: the distribution of a gymnasium ``MultiDiscrete(nvec)`` action (``MultiBinary(n)``
     as ``nvec = [2] * n``), as SB3's ``MultiCategoricalDistribution`` and CleanRL's
@@ -140,12 +141,12 @@ class IndependentCategoricals(torch.distributions.Distribution):
         self.nvec = tuple(int(n) for n in nvec)
         self.logits = logits
         self.parts = [
-            torch.distributions.Categorical(logits=part, validate_args=validate_args)
+            Categorical(logits=part, validate_args=validate_args)
             for part in logits.split(self.nvec, -1)
         ]
         super().__init__(logits.shape[:-1], torch.Size([len(self.nvec)]), validate_args=False)
 
-    def sample(self, sample_shape: torch.Size | Sequence[int] = torch.Size()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | Sequence[int] = ()) -> torch.Tensor:
         """One draw per dimension, stacked on the last dim: ``[*sample_shape, ..., len(nvec)]``."""
         return torch.stack([part.sample(torch.Size(sample_shape)) for part in self.parts], -1)
 

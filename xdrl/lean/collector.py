@@ -247,9 +247,7 @@ class VectorCollector(BaseCollector):
                     value[stale] = outputs[-1][key][stale]
             outputs.append(out)
             active = np.flatnonzero(finished < 0).tolist() if until_all_done else None
-            ob, rew, term, trunc = base.step_numpy(
-                out["action"].cpu().numpy(), active, check=False
-            )
+            ob, rew, term, trunc = base.step_numpy(out["action"].cpu().numpy(), active, check=False)
             next_obs[:, t] = ob
             raw_reward[:, t] = rew.reshape(n, -1)
             terminated[:, t] = term

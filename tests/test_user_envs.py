@@ -176,6 +176,30 @@ def test_multi_dimensional_discrete_actions_train(
     assert greedy > random_return + 0.5 * (8.0 - random_return), (greedy, random_return)
 
 
+def test_multi_discrete_policy_exports_to_onnx(tmp_path: Path) -> None:
+    """``xdrl-export`` writes a MultiDiscrete PPO policy; the ONNX file's int64 ``[batch, 2]``
+    actions are ``xdrl.load_policy``'s on the same observations."""
+    import gymnasium
+    import onnxruntime
+
+    from tests.conftest import run_script
+    from xdrl import load_policy
+
+    run_dir, out = tmp_path / "run", tmp_path / "policy.onnx"
+    args = [*TRAIN, MATCH, "algorithm=ppo", "total_frames=512", "frames_per_batch=256"]
+    trained = run_cli([*args, "eval=none", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    result = run_script("xdrl-export", [str(run_dir), "--format", "onnx", "--out", str(out)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    env = gymnasium.make("XdrlMatchTargets-v0")
+    observations = np.stack([env.reset(seed=s)[0] for s in range(16)])
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    (actions,) = session.run(None, {"observation": observations})
+    assert actions.shape == (16, 2) and actions.dtype == np.int64
+    policy = load_policy(run_dir)
+    assert actions.tolist() == [np.asarray(policy(o)).tolist() for o in observations]
+
+
 # One line before training
 
 

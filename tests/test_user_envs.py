@@ -259,8 +259,17 @@ def test_unsupported_action_spaces_are_one_config_line(
         ("observation", ["env.normalize_observations=true"], "NaN in its observation at step 7"),
         ("reward", [], "returned inf in its reward at step 7"),
         ("raise", [], "failed at step 7 of its episode: RuntimeError: simulator lost contact"),
+        ("observation", ["env.batching=serial"], "returned NaN in its observation at step 7"),
+        ("raise", ["env.batching=serial"], "failed at step 7 of its episode: RuntimeError: "),
     ],
-    ids=["nan-observation", "nan-observation-normalized", "inf-reward", "raises"],
+    ids=[
+        "nan-obs",
+        "nan-obs-normalized",
+        "inf-reward",
+        "raises",
+        "nan-obs-serial",
+        "raises-serial",
+    ],
 )
 def test_env_faults_are_one_line_that_blames_the_env(
     tmp_path: Path, fault: str, extra: list[str], what: str
@@ -277,7 +286,9 @@ def test_env_faults_are_one_line_that_blames_the_env(
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1, result.stderr[-3000:]
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("xdrl-train: error: env XdrlFaultyCorridor-v0 (sub-env 0) ")
+    serial = "env.batching=serial" in extra  # a SerialEnv's sub-env is not named
+    sub_env = "" if serial else "(sub-env 0) "
+    assert lines[0].startswith(f"xdrl-train: error: env XdrlFaultyCorridor-v0 {sub_env}")
     assert what in lines[0]
     summary = read_summary(run_dir)
     assert summary["status"] == "failed"

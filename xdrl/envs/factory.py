@@ -529,6 +529,14 @@ def _masked(env: Any, *, indices: tuple[int, ...], then: Callable[[Any], Any] | 
     return then(masked) if then is not None else masked
 
 
+def _guarded(env: Any, *, env_id: str, then: Callable[[Any], Any] | None) -> Any:
+    """``then(env)`` (or ``env``) inside a :class:`~xdrl.envs.faults.GuardedEnv`: its
+    exceptions and NaN/inf outputs become one line (picklable, for ``ParallelEnv``)."""
+    from xdrl.envs.faults import GuardedEnv
+
+    return GuardedEnv(then(env) if then is not None else env, env_id)
+
+
 def _stack_frames(env: Any, *, frame_stack: int) -> Any:
     """gymnasium's ``FrameStackObservation`` (one picklable wrapping function)."""
     from gymnasium.wrappers import FrameStackObservation
@@ -579,7 +587,7 @@ def build_env(
         return _make_base(
             id,
             multi_objective=multi_objective,
-            wrap=wrap,
+            wrap=functools.partial(_guarded, env_id=_bare_id(id), then=wrap),
             device=device,
             frame_skip=frame_skip,
             max_episode_steps=max_episode_steps,

@@ -222,6 +222,11 @@ def test_multi_discrete_policy_exports_to_onnx(tmp_path: Path) -> None:
         ),
         ([UNBOUNDED, "algorithm=ppo"], "env.id", ["bounds must be finite; wrap the env or clip"]),
         ([UNBOUNDED, "algorithm=sac"], "env.id", ["bounds must be finite; wrap the env or clip"]),
+        (
+            ["env.id=tests.user_envs:XdrlOffsetCorridor-v0", "algorithm=dqn"],
+            "env.id",
+            ["Discrete(2, start=1)", "count from 0"],
+        ),
     ],
     ids=[
         "dqn",
@@ -230,13 +235,15 @@ def test_multi_discrete_policy_exports_to_onnx(tmp_path: Path) -> None:
         "recurrent",
         "infinite-bounds-ppo",
         "infinite-bounds-sac",
+        "discrete-start",
     ],
 )
 def test_unsupported_action_spaces_are_one_config_line(
     tmp_path: Path, overrides: list[str], key: str, words: list[str]
 ) -> None:
-    """DQN/SAC/TD3 on multi-dimensional discrete actions, a recurrent policy on them, and an
-    infinite action bound: one config line naming the key and the space, exit 2."""
+    """DQN/SAC/TD3 on multi-dimensional discrete actions, a recurrent policy on them, an
+    infinite action bound and a discrete action space that does not start at 0: one config line
+    naming the key and the space, exit 2."""
     result = run_cli(
         ["env=gym", "total_frames=8192", *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
         tmp_path,

@@ -150,6 +150,17 @@ class UnboundedCorridor(Corridor):
         return super().step(1 if float(np.asarray(action).reshape(-1)[0]) > 0 else 0)
 
 
+class OffsetCorridor(Corridor):
+    """The corridor with ``Discrete(2, start=1)`` actions: 1 left, 2 right."""
+
+    def __init__(self, length: int = 8) -> None:
+        super().__init__(length)
+        self.action_space = gymnasium.spaces.Discrete(2, start=1)
+
+    def step(self, action):
+        return super().step(int(action) - 1)
+
+
 class FaultyCorridor(Corridor):
     """The corridor whose ``FAULT["step"]``-th step (counted per instance from its creation)
     returns NaN in ``FAULT["key"]`` (``observation`` or ``reward``), or raises ``RuntimeError``
@@ -178,6 +189,7 @@ for _name, _entry in {
     "XdrlMatchTargets-v0": MatchTargets,
     "XdrlMatchBits-v0": MatchBits,
     "XdrlUnboundedCorridor-v0": UnboundedCorridor,
+    "XdrlOffsetCorridor-v0": OffsetCorridor,
     "XdrlFaultyCorridor-v0": FaultyCorridor,
 }.items():
     if _name not in gymnasium.envs.registry:

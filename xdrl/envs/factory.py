@@ -249,12 +249,23 @@ def _check_space(
 
 
 def check_action_space(env_id: str, space: Any) -> None:
-    """Fail with one line when a ``Box`` action space has an infinite bound: the continuous
-    actors squash their actions into the bounds (a tanh scaled by ``high - low``), which an
-    infinite bound turns into NaN in the first batch."""
+    """Fail with one line when a ``Box`` action space has an infinite bound (the continuous
+    actors squash their actions into the bounds, a tanh scaled by ``high - low``, which an
+    infinite bound turns into NaN in the first batch), or a ``Discrete``/``MultiDiscrete`` one
+    does not start at 0 (TorchRL's specs drop ``start``: the policy's actions would be off by
+    it, silently)."""
     import gymnasium
     import numpy as np
 
+    if isinstance(space, gymnasium.spaces.Discrete | gymnasium.spaces.MultiDiscrete):
+        if np.any(space.start != 0):
+            raise ConfigError(
+                "env.id",
+                f"{env_id}'s action space {space} starts at {space.start.tolist()}; xdrl's "
+                "discrete actions count from 0: wrap the env to add the start to its actions "
+                "(a gymnasium.ActionWrapper)",
+            )
+        return
     if not isinstance(space, gymnasium.spaces.Box):
         return
     if np.isfinite(space.low).all() and np.isfinite(space.high).all():

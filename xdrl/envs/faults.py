@@ -45,6 +45,13 @@ class EnvFault(RunError):
         )
 
 
+def from_env(err: BaseException) -> bool:
+    """Whether an exception raised during an env's ``step``/``reset`` is the env's: not one of
+    xdrl's own (a signal handler's stop, e.g. ``xdrl-eval``'s, raised wherever the signal lands),
+    which must pass through unchanged."""
+    return not type(err).__module__.startswith("xdrl.")
+
+
 def _which(index: int | None) -> str:
     """`` (sub-env i)``, or nothing for an unknown sub-env."""
     return "" if index is None else f" (sub-env {index})"
@@ -74,6 +81,8 @@ class GuardedEnv(gymnasium.Wrapper):
         try:
             observation, info = self.env.reset(**kwargs)
         except Exception as err:  # noqa: BLE001 - any env error, named in one line
+            if not from_env(err):
+                raise
             raise EnvFault.raised(self.env_id, None, 0, err) from err
         self._check(observation, 0.0)
         return observation, info
@@ -83,6 +92,8 @@ class GuardedEnv(gymnasium.Wrapper):
         try:
             out = self.env.step(action)
         except Exception as err:  # noqa: BLE001 - any env error, named in one line
+            if not from_env(err):
+                raise
             raise EnvFault.raised(self.env_id, None, self.steps, err) from err
         self._check(out[0], out[1])
         return out

@@ -34,7 +34,7 @@ from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 from torchrl.envs.libs.gym import _gym_to_torchrl_spec_transform
 
-from xdrl.envs.faults import EnvFault, first_non_finite
+from xdrl.envs.faults import EnvFault, first_non_finite, from_env
 from xdrl.envs.observation_encoding import encode
 
 # Spaces whose samples are one array, so a batch is one stacked array.
@@ -220,6 +220,8 @@ class VectorGymEnv(EnvBase):
         try:
             ob, _info = self._envs[i].reset(seed=seed, **kwargs)
         except Exception as err:  # noqa: BLE001 - any env error, named in one line
+            if not from_env(err):
+                raise
             raise EnvFault.raised(self.env_id, i, 0, err) from err
         return ob
 
@@ -231,6 +233,8 @@ class VectorGymEnv(EnvBase):
             try:
                 ob, rew, term, trunc, _info = env.step(act)
             except Exception as err:  # noqa: BLE001 - any env error, named in one line
+                if not from_env(err):
+                    raise
                 step = int(self._episode_steps[i]) + 1
                 raise EnvFault.raised(self.env_id, i, step, err) from err
             total = total + rew

@@ -1,0 +1,66 @@
+"""A quiet, honest surface (issue 47, item 6): evaluation under ``env.frame_skip`` returns what
+gymnasium returns, typo hints from the chosen algorithm, one speed figure, repeated seeds in a
+report, warnings for settings that cannot help, refusals that name their key."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium
+import pytest
+import torch
+from tensordict.nn import TensorDictModule
+
+from xdrl.envs.factory import make_env
+from xdrl.lean.collector import fast_rollouts
+from xdrl.trainer_hooks.logging.evaluation_metrics import episodes, evaluation_rollout
+
+
+# Evaluation with env.frame_skip
+def _lean_right(observation: torch.Tensor) -> torch.Tensor:
+    """Push the cart toward the pole's lean: CartPole falls after 20-40 frames."""
+    return (observation[..., 2] > 0).long()
+
+
+def _gymnasium_returns(num_envs: int, seed: int, frame_skip: int) -> list[float]:
+    """Each sub-env's first-episode return, with plain gymnasium: the action is chosen every
+    ``frame_skip`` frames and rewards are summed until ``terminated`` (or the time limit)."""
+    returns = []
+    for i in range(num_envs):
+        env = gymnasium.make("CartPole-v1")
+        env.reset(seed=seed + i)  # the env's set_seed
+        observation, _ = env.reset()  # the evaluation's reset
+        total, done = 0.0, False
+        while not done:
+            action = int(_lean_right(torch.as_tensor(observation)))
+            for _ in range(frame_skip):
+                observation, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                done = terminated or truncated
+                if done:
+                    break
+        returns.append(total)
+    return returns
+
+
+@pytest.mark.parametrize("batching", ["vector", "serial"])
+def test_frame_skip_evaluation_returns_what_gymnasium_returns(batching: str) -> None:
+    """Every evaluation env steps each frame once and stops at ``terminated``: a return under
+    ``frame_skip=2`` is gymnasium's sum of rewards up to termination, and gymnasium never warns
+    of a step after ``terminated`` (TorchRL wrapped xdrl's vector env in a second frame skip, so
+    each agent step took 4 frames and ran past the episode's end)."""
+    n, seed, skip = 4, 3, 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # gymnasium's warning and TorchRL's nested-env note
+        env = make_env("CartPole-v1", num_envs=n, batching=batching, frame_skip=skip, seed=seed)
+        if batching == "serial":  # SerialEnv seeds its sub-envs its own way; VectorGymEnv seed + i
+            for i, sub in enumerate(env.base_env._envs):
+                sub.set_seed(seed + i)
+        env = fast_rollouts(env)
+        policy = TensorDictModule(_lean_right, in_keys=["observation"], out_keys=["action"])
+        rollout = evaluation_rollout(env, policy, 1000, deterministic=True)
+    found = episodes(rollout)
+    expected = _gymnasium_returns(n, seed, skip)
+    assert found.returns.tolist() == expected
+    assert bool(found.terminated.all())
+    assert any(r % skip for r in expected)  # an episode ended inside an agent step's frames

@@ -5,6 +5,7 @@ report, warnings for settings that cannot help, refusals that name their key."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import gymnasium
 import pytest
@@ -14,6 +15,8 @@ from tensordict.nn import TensorDictModule
 from xdrl.envs.factory import make_env
 from xdrl.lean.collector import fast_rollouts
 from xdrl.trainer_hooks.logging.evaluation_metrics import episodes, evaluation_rollout
+
+from tests.conftest import run_cli
 
 
 # Evaluation with env.frame_skip
@@ -64,3 +67,36 @@ def test_frame_skip_evaluation_returns_what_gymnasium_returns(batching: str) -> 
     assert found.returns.tolist() == expected
     assert bool(found.terminated.all())
     assert any(r % skip for r in expected)  # an episode ended inside an agent step's frames
+
+
+# Typo hints from the chosen algorithm
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["algorithm=dqn", "algorithm.build.recurrent=gru"],
+            "algorithm.build.recurrent: dqn does not support recurrent policies yet (ppo and a2c "
+            "do); use algorithm=ppo or a2c, or remove the key",
+        ),
+        (
+            ["algorithm=dqn", "+algorithm.build.recurrent=gru"],
+            "algorithm.build.recurrent: dqn does not support recurrent policies yet (ppo and a2c "
+            "do); use algorithm=ppo or a2c, or remove the key",
+        ),
+        (
+            ["algorithm=dqn", "algorithm.build.q_cels=[8]"],
+            "algorithm.build.q_cels: not a config key; did you mean algorithm.build.q_cells?",
+        ),
+        (
+            ["algorithm.build.q_cells=[8]"],  # PPO has no Q-network
+            "algorithm.build.q_cells: not a config key; did you mean algorithm.build.actor_cells?",
+        ),
+    ],
+)
+def test_a_typo_hint_comes_from_the_chosen_algorithm(
+    tmp_path: Path, args: list[str], line: str
+) -> None:
+    """Hints name the chosen builder's own parameters (they came from PPO's keys under
+    ``algorithm=dqn``: ``q_cels`` got ``actor_cells``, ``recurrent`` got itself back)."""
+    result = run_cli(args, cwd=tmp_path, timeout=120)
+    assert (result.returncode, result.stderr.strip()) == (2, f"xdrl-train: config error: {line}")

@@ -421,12 +421,59 @@ def _check_recurrent(cfg: DictConfig) -> None:
     read = read_signature(str(build._target_))
     if read is None or "recurrent" in read[0]:
         return
-    name = str(build._target_).rsplit(".", 2)[-2]
-    raise ConfigError(
-        "algorithm.build.recurrent",
+    raise ConfigError("algorithm.build.recurrent", _no_recurrent(str(build._target_)))
+
+
+def _no_recurrent(target: str) -> str:
+    name = target.rsplit(".", 2)[-2]
+    return (
         f"{name} does not support recurrent policies yet (ppo and a2c do); use "
-        "algorithm=ppo or a2c, or remove the key",
+        "algorithm=ppo or a2c, or remove the key"
     )
+
+
+def unknown_key_line(key: str, overrides: Sequence[str], config_package: str) -> str:
+    """``<key>: <why>; <hint>`` for an override of a key the composed config lacks (Hydra's
+    "not in struct"), with hints from the config the other overrides choose: under
+    ``algorithm=dqn`` a key of ``algorithm.build`` is matched against DQN's own parameters, and
+    ``recurrent`` gets DQN's "does not support recurrent policies" line, with or without ``+``.
+    A parameter the builder takes that its YAML leaves out gets ``+key=...``."""
+    from hydra import compose, initialize_config_module
+
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+    try:
+        with initialize_config_module(config_package, version_base="1.3"):
+            cfg = compose("config", overrides=rest)  # only on an error
+    except Exception:  # noqa: BLE001 - another bad override: hint from the defaults alone
+        with initialize_config_module(config_package, version_base="1.3"):
+            cfg = compose("config")
+    group, _, name = key.rpartition(".")
+    node = OmegaConf.select(cfg, group) if group else None
+    if isinstance(node, DictConfig) and "_target_" in node:
+        read = read_signature(str(node._target_))
+        params = [p for p in read[0] if p not in SUPPLIED.get(group, {})] if read else []
+        if name == "recurrent" and read is not None and group == "algorithm.build":
+            if name not in params:
+                return f"{key}: {_no_recurrent(str(node._target_))}"
+        if name in params:
+            return f"{key}: a parameter of {node._target_} its config leaves out; use +{key}=..."
+        close = difflib.get_close_matches(name, params, n=1)
+        if close:
+            return f"{key}: not a config key; did you mean {group}.{close[0]}?"
+    keys = [k for k in _dotted_keys(OmegaConf.to_container(cfg, resolve=False)) if k != key]
+    close = difflib.get_close_matches(key, keys, n=1)
+    hint = f"did you mean {close[0]}?" if close else f"to add a new key use +{key}=..."
+    return f"{key}: not a config key; {hint}"
+
+
+def _dotted_keys(node: object, prefix: str = "") -> list[str]:
+    """Every key of a nested config, dotted (``algorithm.build.clip_epsilon``)."""
+    if not isinstance(node, dict):
+        return [prefix.rstrip(".")] if prefix else []
+    keys: list[str] = []
+    for name, value in node.items():
+        keys += _dotted_keys(value, f"{prefix}{name}.") or [f"{prefix}{name}"]
+    return keys
 
 
 def _recurrent(cfg: DictConfig) -> bool:

@@ -4,6 +4,7 @@ report, warnings for settings that cannot help, refusals that name their key."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from xdrl.envs.factory import make_env
 from xdrl.lean.collector import fast_rollouts
 from xdrl.trainer_hooks.logging.evaluation_metrics import episodes, evaluation_rollout
 
-from tests.conftest import run_cli
+from tests.conftest import read_summary, run_cli
 
 
 # Evaluation with env.frame_skip
@@ -100,3 +101,20 @@ def test_a_typo_hint_comes_from_the_chosen_algorithm(
     ``algorithm=dqn``: ``q_cels`` got ``actor_cells``, ``recurrent`` got itself back)."""
     result = run_cli(args, cwd=tmp_path, timeout=120)
     assert (result.returncode, result.stderr.strip()) == (2, f"xdrl-train: config error: {line}")
+
+
+# One speed figure
+def test_progress_line_and_summary_agree_on_speed_with_workers(tmp_path: Path) -> None:
+    """The progress line's fps and summary.json's ``frames_per_second`` come from one clock
+    (start of training to the end of the last batch): with workers summary.json also counted
+    the final checkpoint and stopping the workers (1,162 fps against the line's 4,606)."""
+    run_dir = tmp_path / "run"
+    args = ["collector=multiprocess", "collector.workers=2", "total_frames=4096", "eval=none",
+            f"run_dir={run_dir}"]  # fmt: skip
+    result = run_cli(args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    last = [line for line in result.stdout.splitlines() if line.startswith("progress:")][-1]
+    fps = int(re.search(r"\| ([\d,]+) fps \|", last).group(1).replace(",", ""))
+    summary = read_summary(run_dir)
+    assert abs(summary["frames_per_second"] - fps) <= 1, (last, summary["frames_per_second"])
+    assert summary["frames_per_second"] == pytest.approx(4096 / summary["train_time_s"], rel=1e-3)

@@ -33,6 +33,7 @@ from xdrl.trainer_hooks.logging import (
     LoggingHookSet,
     ProgressBarHook,
     ProgressLineHook,
+    TrainingClock,
     WandbFinishHook,
     WandbFlushHook,
 )
@@ -71,6 +72,7 @@ class Run:
     resume_approximate: str | None = None  # why a resume is not exact (None: exact)
     precision: Precision = "fp32"  # the networks' arithmetic: fp32, or bf16 autocast
     stop_request: StopRequestHook | None = None  # a stop asked through <run_dir>/stop-request.json
+    clock: TrainingClock | None = None  # training time, as the progress line and summary.json read it
 
     def close(self) -> None:
         """Close the environments (collector, evaluation) and stop the collector's worker
@@ -483,14 +485,18 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     schedule = _lr_schedule(spec.lr_schedule, spec.batches, optimizer)
     if schedule is not None:
         schedule.register(trainer)
+    clock = TrainingClock()  # the progress view's fps and summary.json's are both read from it
     if interactive:
-        ProgressBarHook(spec.total_frames, progress_hook=hook_set.progress_hook).register(trainer)
+        ProgressBarHook(
+            spec.total_frames, progress_hook=hook_set.progress_hook, clock=clock
+        ).register(trainer)
     else:
         ProgressLineHook(
             spec.total_frames,
             interval_s=spec.progress_interval_s,
             progress_hook=hook_set.progress_hook,
             frame_skip=spec.frame_skip,
+            clock=clock,
         ).register(trainer)
     is_wandb = isinstance(logger, WandbLogger)
     WandbFlushHook(enabled=is_wandb).register(trainer)
@@ -515,6 +521,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         resume_approximate=approximate if resumed else None,
         precision=precision,
         stop_request=stop_request,
+        clock=clock,
     )
 
 

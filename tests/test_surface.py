@@ -4,7 +4,9 @@ report, warnings for settings that cannot help, refusals that name their key."""
 
 from __future__ import annotations
 
+import json
 import re
+import statistics
 import warnings
 from pathlib import Path
 
@@ -118,3 +120,26 @@ def test_progress_line_and_summary_agree_on_speed_with_workers(tmp_path: Path) -
     summary = read_summary(run_dir)
     assert abs(summary["frames_per_second"] - fps) <= 1, (last, summary["frames_per_second"])
     assert summary["frames_per_second"] == pytest.approx(4096 / summary["train_time_s"], rel=1e-3)
+
+
+# Repeated seeds in a report
+def test_a_repeated_seed_is_averaged_once_and_flagged(tmp_path: Path, capsys) -> None:
+    """Two completed runs of one seed are one sample: the report averages the first (by folder
+    name, whatever its value), lists the other as not averaged and warns on stderr (it averaged
+    both as independent, narrowing the interval)."""
+    from tests.test_report import fake_run
+    from xdrl.report.cli import main as report_main
+
+    fake_run(tmp_path, "0_seed0", seed=0, overrides=[], history=[(0, 1.0), (1000, 30.0)])
+    fake_run(tmp_path, "1_seed1", seed=1, overrides=[], history=[(0, 1.0), (1000, 50.0)])
+    again = fake_run(tmp_path, "2_seed0_again", seed=0, overrides=[], history=[(0, 1.0), (1000, 90.0)])
+    assert report_main([str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    (group,) = report["groups"]
+    assert (group["runs"], group["seeds"]) == (2, [0, 1])
+    assert group["final"]["mean"] == pytest.approx(statistics.mean([30.0, 50.0]))
+    row = next(line for line in (tmp_path / "report" / "report.md").read_text().splitlines()
+               if "`2_seed0_again`" in line)  # fmt: skip
+    assert "repeated seed 0 (as 0_seed0): not averaged" in row
+    err = capsys.readouterr().err
+    assert f"xdrl-report: warning: all runs: {again}: repeated seed 0" in err

@@ -5,6 +5,7 @@ report, warnings for settings that cannot help, refusals that name their key."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import statistics
 import warnings
@@ -15,6 +16,7 @@ import pytest
 import torch
 from tensordict.nn import TensorDictModule
 
+from xdrl.config.check import check_config
 from xdrl.envs.factory import make_env
 from xdrl.lean.collector import fast_rollouts
 from xdrl.trainer_hooks.logging.evaluation_metrics import episodes, evaluation_rollout
@@ -143,3 +145,63 @@ def test_a_repeated_seed_is_averaged_once_and_flagged(tmp_path: Path, capsys) ->
     assert "repeated seed 0 (as 0_seed0): not averaged" in row
     err = capsys.readouterr().err
     assert f"xdrl-report: warning: all runs: {again}: repeated seed 0" in err
+
+
+# Settings that cannot help: one warning line each, the run goes on
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        (
+            ["num_threads=64"],
+            "num_threads=64 is more than the 2 cores this process may use: torch's threads wait "
+            "for each other's cores (64 on 2 cores ran 14x slower); set num_threads=auto, or at "
+            "most 2",
+        ),
+        (
+            ["env.num_envs=4", "collector.env_threads=100"],
+            "collector.env_threads=100 is more than the 4 envs the run steps: the extra threads "
+            "idle; set collector.env_threads=4 at most",
+        ),
+        (
+            ["collector=multiprocess", "collector.workers=2", "collector.env_threads=8"],
+            "collector.env_threads=8 is more than the 4 envs each worker steps: the extra "
+            "threads idle; set collector.env_threads=4 at most",
+        ),
+        (
+            ["collector=multiprocess", "collector.workers=2", "env.batching=parallel"],
+            "env.batching=parallel inside collector.backend=process starts a process per env in every "
+            "worker (2 worker processes, each with 4 env processes; 11 processes on 2 cores took "
+            "66 s to start): set env.batching=vector or serial, the workers already run in "
+            "parallel",
+        ),
+    ],
+)
+def test_settings_that_cannot_help_warn_and_the_run_goes_on(
+    make_cfg, monkeypatch, caplog, overrides: list[str], line: str
+) -> None:
+    """Accepted silently before: ``num_threads=64`` on 2 cores (14x slower), more env threads
+    than envs, a process per env inside each worker process (11 processes on 2 cores)."""
+    import xdrl.run.threads
+
+    monkeypatch.setattr(xdrl.run.threads, "usable_cores", lambda: 2)
+    caplog.set_level(logging.WARNING, logger="xdrl")
+    spec = check_config(make_cfg(*overrides))
+    assert spec is not None
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [line]
+
+
+def test_evaluation_cut_by_max_steps_warns_once(tmp_path: Path) -> None:
+    """``eval.max_steps=1`` reported CartPole's return as 1.0 and said nothing: the evaluation
+    now says its episodes were cut (once per run, though it evaluates twice)."""
+    run_dir = tmp_path / "run"
+    args = ["total_frames=512", "frames_per_batch=256", "env.num_envs=4", "eval.episodes=3",
+            "eval.max_steps=1", "checkpoint=none", f"run_dir={run_dir}"]  # fmt: skip
+    result = run_cli(args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stdout.splitlines() if "had not ended" in line]
+    assert len(warned) == 1, result.stdout
+    assert warned[0].endswith(
+        "eval/deterministic: 3 of 3 episodes had not ended after eval.max_steps=1 steps: their "
+        "returns are partial; raise eval.max_steps to the env's time limit"
+    )
+    assert read_summary(run_dir)["eval"]["eval/deterministic/reward/episode_reward_mean"] == 1.0

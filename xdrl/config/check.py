@@ -143,6 +143,7 @@ def check_config(cfg: DictConfig) -> RunSpec:
     _check_target(cfg, "pareto")  # hydra_plugins.xdrl_pareto.settings.pareto_settings
     _check_sizes(cfg)
     _check_collector(cfg)
+    _check_threads(cfg)
     _check_budget(cfg)
     _check_objective(cfg)
     _check_paths(cfg)
@@ -544,6 +545,47 @@ def _check_collector(cfg: DictConfig) -> None:
             "share cores (it still pays where envs wait, e.g. on a remote simulator)",
             workers,
             cores,
+        )
+    if batching == "parallel":
+        log.warning(
+            "env.batching=parallel inside collector.backend=%s starts a process per env in every worker "
+            "(%d worker processes, each with %d env processes; 11 processes on 2 cores took 66 s "
+            "to start): set env.batching=vector or serial, the workers already run in parallel",
+            cfg.collector.backend,
+            workers,
+            num_envs // workers,
+        )
+
+
+def _check_threads(cfg: DictConfig) -> None:
+    """Thread counts that cannot help, each one warning line (the run goes on): ``num_threads``
+    above the cores this process may use (threads then wait for each other's cores:
+    ``num_threads=64`` on 2 cores ran 14x slower), ``collector.env_threads`` above the envs
+    one process steps (a thread steps one env at a time; the others idle)."""
+    from xdrl.run.threads import usable_cores
+
+    threads = cfg.num_threads
+    cores = usable_cores()
+    if isinstance(threads, int) and threads > cores:
+        log.warning(
+            "num_threads=%d is more than the %d cores this process may use: torch's threads wait "
+            "for each other's cores (64 on 2 cores ran 14x slower); set num_threads=auto, or at "
+            "most %d",
+            threads,
+            cores,
+            cores,
+        )
+    env_threads, num_envs = int(cfg.collector.env_threads), int(cfg.env.num_envs)
+    per_process = num_envs // max(int(cfg.collector.workers), 1)
+    if env_threads > per_process:
+        where = "each worker steps" if cfg.collector.backend != "single" else "the run steps"
+        log.warning(
+            "collector.env_threads=%d is more than the %d envs %s: the extra threads idle; set "
+            "collector.env_threads=%d at most",
+            env_threads,
+            per_process,
+            where,
+            per_process,
         )
 
 

@@ -74,6 +74,21 @@ def test_frame_skip_evaluation_returns_what_gymnasium_returns(batching: str) -> 
     assert any(r % skip for r in expected)  # an episode ended inside an agent step's frames
 
 
+def test_frame_skip_run_steps_two_frames_per_agent_step(tmp_path: Path) -> None:
+    """``xdrl-train env.frame_skip=2``: no gymnasium warning of a step after ``terminated``, no
+    TorchRL note of a nested env, and each evaluation episode's CartPole return (one per frame)
+    is two frames per agent step, the last step possibly one (it was four: 76.2 over 19.4)."""
+    run_dir = tmp_path / "run"
+    args = ["env.frame_skip=2", "total_frames=1024", "frames_per_batch=256", "env.num_envs=4",
+            "eval.episodes=4", "checkpoint=none", f"run_dir={run_dir}"]  # fmt: skip
+    result = run_cli(args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "step()" not in result.stderr and "Nested TransformedEnvs" not in result.stderr
+    final = read_summary(run_dir)["eval"]
+    steps = final["eval/deterministic/episode_len_mean"]
+    ret = final["eval/deterministic/reward/episode_reward_mean"]
+    assert 2 * steps - 1 <= ret <= 2 * steps, (ret, steps)
+
 # Typo hints from the chosen algorithm
 @pytest.mark.parametrize(
     ("args", "line"),

@@ -206,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(problem)
 
     from xdrl.config.errors import ConfigError
+    from xdrl.run.process import quiet_known_warnings
 
+    quiet_known_warnings()
     try:
         with _stop_on_signals():
             record, mode_from = _play(args)

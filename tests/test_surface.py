@@ -18,12 +18,11 @@ import pytest
 import torch
 from tensordict.nn import TensorDictModule
 
+from tests.conftest import read_summary, run_cli, run_script
 from xdrl.config.check import check_config
 from xdrl.envs.factory import make_env
 from xdrl.lean.collector import fast_rollouts
 from xdrl.trainer_hooks.logging.evaluation_metrics import episodes, evaluation_rollout
-
-from tests.conftest import read_summary, run_cli, run_script
 
 
 # Evaluation with env.frame_skip
@@ -91,6 +90,7 @@ def test_frame_skip_run_steps_two_frames_per_agent_step(tmp_path: Path) -> None:
     ret = final["eval/deterministic/reward/episode_reward_mean"]
     assert 2 * steps - 1 <= ret <= 2 * steps, (ret, steps)
 
+
 # Typo hints from the chosen algorithm
 @pytest.mark.parametrize(
     ("args", "line"),
@@ -151,7 +151,8 @@ def test_a_repeated_seed_is_averaged_once_and_flagged(tmp_path: Path, capsys) ->
 
     fake_run(tmp_path, "0_seed0", seed=0, overrides=[], history=[(0, 1.0), (1000, 30.0)])
     fake_run(tmp_path, "1_seed1", seed=1, overrides=[], history=[(0, 1.0), (1000, 50.0)])
-    again = fake_run(tmp_path, "2_seed0_again", seed=0, overrides=[], history=[(0, 1.0), (1000, 90.0)])
+    history = [(0, 1.0), (1000, 90.0)]
+    again = fake_run(tmp_path, "2_seed0_again", seed=0, overrides=[], history=history)
     assert report_main([str(tmp_path)]) == 0
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     (group,) = report["groups"]
@@ -186,9 +187,9 @@ def test_a_repeated_seed_is_averaged_once_and_flagged(tmp_path: Path, capsys) ->
         ),
         (
             ["collector=multiprocess", "collector.workers=2", "env.batching=parallel"],
-            "env.batching=parallel inside collector.backend=process starts a process per env in every "
-            "worker (2 worker processes, each with 4 env processes; 11 processes on 2 cores took "
-            "66 s to start): set env.batching=vector or serial, the workers already run in "
+            "env.batching=parallel inside collector.backend=process starts a process per env in "
+            "every worker (2 worker processes, each with 4 env processes; 11 processes on 2 cores "
+            "took 66 s to start): set env.batching=vector or serial, the workers already run in "
             "parallel",
         ),
     ],

@@ -548,9 +548,10 @@ def _check_collector(cfg: DictConfig) -> None:
         )
     if batching == "parallel":
         log.warning(
-            "env.batching=parallel inside collector.backend=%s starts a process per env in every worker "
-            "(%d worker processes, each with %d env processes; 11 processes on 2 cores took 66 s "
-            "to start): set env.batching=vector or serial, the workers already run in parallel",
+            "env.batching=parallel inside collector.backend=%s starts a process per env in every "
+            "worker (%d worker processes, each with %d env processes; 11 processes on 2 cores "
+            "took 66 s to start): set env.batching=vector or serial, the workers already run in "
+            "parallel",
             cfg.collector.backend,
             workers,
             num_envs // workers,

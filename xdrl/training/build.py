@@ -72,7 +72,7 @@ class Run:
     resume_approximate: str | None = None  # why a resume is not exact (None: exact)
     precision: Precision = "fp32"  # the networks' arithmetic: fp32, or bf16 autocast
     stop_request: StopRequestHook | None = None  # a stop asked through <run_dir>/stop-request.json
-    clock: TrainingClock | None = None  # training time, as the progress line and summary.json read it
+    clock: TrainingClock | None = None  # training time: the progress line's and summary.json's
 
     def close(self) -> None:
         """Close the environments (collector, evaluation) and stop the collector's worker

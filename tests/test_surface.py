@@ -255,3 +255,39 @@ def test_the_ale_banner_stays_off_stderr() -> None:
                             check=False, timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "A.L.E" not in result.stderr and "Stella" not in result.stderr, result.stderr
+
+
+# Refusals that say what they are about
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["experiment=cartpole_novel_lstm", "algorithm=a2c"],
+            "algorithm.build.clip_schedule: not a parameter of xdrl.algorithms.a2c.build; the "
+            "config sets clip_schedule: a parameter of ppo, not of a2c (a preset written for "
+            "another algorithm?); remove it (~algorithm.build.clip_schedule) or use algorithm=ppo",
+        ),
+        (
+            ["experiment=cartpole_ppo", "algorithm=sac"],
+            "algorithm.build.lmbda: not a parameter of xdrl.algorithms.sac.build; the config sets "
+            "lmbda, epochs, minibatch_size: parameters of a2c and ppo, not of sac (a preset "
+            "written for another algorithm?); remove them (~algorithm.build.lmbda "
+            "~algorithm.build.epochs ~algorithm.build.minibatch_size) or use algorithm=a2c or ppo",
+        ),
+        (  # warm-up 1,024 frames in batches of 256: 10,240 = 40 batches; 1,024 trains one batch
+            ["experiment=cartpole_dqn", "total_frames=100"],
+            "total_frames: 100 frames end inside the random warm-up "
+            "(algorithm.build.init_random_frames=1024), so no optimizer step would run; set e.g. "
+            "total_frames=10240 (the warm-up 10% of the run; 1024 would train on its last batch "
+            "only), or algorithm.build.init_random_frames=256 or less",
+        ),
+    ],
+)
+def test_a_refusal_names_its_key_and_a_fix_that_trains(
+    tmp_path: Path, args: list[str], line: str
+) -> None:
+    """A preset's keys that the chosen algorithm lacks are named as the preset's (A2C's
+    parameter list said nothing of PPO's ``clip_schedule``); the warm-up refusal suggests a
+    budget that trains, not the warm-up itself (one round of updates)."""
+    result = run_cli(args, cwd=tmp_path, timeout=120)
+    assert (result.returncode, result.stderr.strip()) == (2, f"xdrl-train: config error: {line}")

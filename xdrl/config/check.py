@@ -60,6 +60,10 @@ ATARI_FACTORY = "xdrl.envs.atari.make_atari_env"
 
 _STRICT = ConfigDict(strict=True)
 
+# A budget the warm-up refusal suggests: this many times the warm-up (RL-Zoo's CartPole DQN warms
+# up for 1,000 of 50,000 steps; a tenth is a short run that still trains).
+WARM_UP_SHARE = 10
+
 # Device types torch knows (the light check); check_device then asks torch what this machine has.
 DEVICE_PATTERN = r"^(cpu|cuda|mps|xpu|hip|hpu|mtia|meta|xla|ipu|privateuseone)(:\d+)?$"
 
@@ -365,13 +369,42 @@ def _check_target(cfg: DictConfig, group: str) -> None:
             if takes_kwargs:
                 continue
             known = [p for p in params if p not in supplied]
+            foreign = _other_algorithms_keys(node, params, target) if group == ALGO_GROUP else ""
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {group}.{close[0]}?" if close else f"parameters: {known}"
-            raise ConfigError(key, f"not a parameter of {target}; {hint}")
+            raise ConfigError(key, f"not a parameter of {target}; {foreign or hint}")
         if _resolvable(cfg, key):
             param = params[name]
             default = param.default if param.default is not inspect.Parameter.empty else None
             check_value(key, _value(cfg, key), param.annotation, default)
+
+
+ALGO_GROUP = "algorithm.build"
+
+
+def _other_algorithms_keys(node: DictConfig, params: Mapping[str, Any], target: str) -> str:
+    """When the keys of ``algorithm.build`` that ``target`` lacks are all parameters of other
+    algorithms (a preset written for PPO run with ``algorithm=a2c``): which keys, whose, and how
+    to drop them; "" otherwise (a typo gets its "did you mean")."""
+    from importlib.resources import files
+
+    lacking = [str(n) for n in node if not str(n).startswith("_") and str(n) not in params]
+    owners = []
+    for entry in sorted(files("xdrl.conf").joinpath("algorithm").iterdir(), key=str):
+        other = f"xdrl.algorithms.{entry.name.removesuffix('.yaml')}.build"
+        read = read_signature(other) if other != target else None
+        if read is not None and all(k in read[0] for k in lacking):
+            owners.append(entry.name.removesuffix(".yaml"))
+    if not lacking or not owners:
+        return ""
+    name = target.rsplit(".", 2)[-2]
+    removal = " ".join(f"~{ALGO_GROUP}.{k}" for k in lacking)
+    what = "parameters" if len(lacking) > 1 else "a parameter"
+    return (
+        f"the config sets {', '.join(lacking)}: {what} of {' and '.join(owners)}, not of {name} "
+        f"(a preset written for another algorithm?); remove {'them' if len(lacking) > 1 else 'it'}"
+        f" ({removal}) or use algorithm={' or '.join(owners)}"
+    )
 
 
 # Cross-key checks
@@ -719,11 +752,14 @@ def _check_budget(cfg: DictConfig) -> None:
     frames = -(-cfg.total_frames // batch) * batch  # the budget the run trains (whole batches)
     if frames >= warm_up:
         return
-    enough = -(-warm_up // batch) * batch
+    least = -(-warm_up // batch) * batch  # trains on its last batch only: one round of updates
+    suggested = -(-WARM_UP_SHARE * warm_up // batch) * batch
     raise ConfigError(
         "total_frames",
         f"{cfg.total_frames} frames end inside the random warm-up ({key}={warm_up}), so no "
-        f"optimizer step would run; set e.g. total_frames={enough}, or {key}={frames} or less",
+        f"optimizer step would run; set e.g. total_frames={suggested} (the warm-up "
+        f"{100 // WARM_UP_SHARE}% of the run; {least} would train on its last batch only), or "
+        f"{key}={frames} or less",
     )
 
 

@@ -291,3 +291,16 @@ def test_a_refusal_names_its_key_and_a_fix_that_trains(
     budget that trains, not the warm-up itself (one round of updates)."""
     result = run_cli(args, cwd=tmp_path, timeout=120)
     assert (result.returncode, result.stderr.strip()) == (2, f"xdrl-train: config error: {line}")
+
+
+# Definitions
+def test_every_evaluation_metric_is_defined_in_the_metrics_page() -> None:
+    """``episodes_ended`` (and the value-based keys) were defined only on the Pareto page."""
+    from xdrl.trainer_hooks.logging import _common
+
+    names = [_common.EPISODE_LEN_NAME, _common.EPISODES_ENDED_NAME, _common.START_Q_NAME,
+             _common.VALUE_GAP_NAME]  # fmt: skip
+    page = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    (row,) = [line for line in page.splitlines() if line.startswith("| `eval/")]
+    assert [name for name in names if f"`{name}`" not in row] == []
+    assert f"`{_common.EPISODES_ENDED_NAME}` is the fraction" in page

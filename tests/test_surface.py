@@ -304,3 +304,39 @@ def test_every_evaluation_metric_is_defined_in_the_metrics_page() -> None:
     (row,) = [line for line in page.splitlines() if line.startswith("| `eval/")]
     assert [name for name in names if f"`{name}`" not in row] == []
     assert f"`{_common.EPISODES_ENDED_NAME}` is the fraction" in page
+
+
+@pytest.mark.parametrize(
+    ("low", "high"), [(1e-4, 1.5e-4), (2e-4, 3e-3), (1e-4, 8e-4), (1e-5, 1e-1)]
+)
+def test_the_study_plot_labels_a_log_axis_without_overlap(low: float, high: float) -> None:
+    """A log-scaled parameter spanning about a decade or less got matplotlib's minor-tick labels
+    (``3x10^-4`` over ``4x10^-4``); now two to four labels that do not touch."""
+    pytest.importorskip("optuna")
+    import matplotlib.pyplot as plt
+    import optuna
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import create_trial
+
+    from xdrl.report.study import params_figure
+
+    dists = {"lr": FloatDistribution(low, high, log=True), "clip": FloatDistribution(0.1, 0.3)}
+    study = optuna.create_study(direction="maximize")
+    for i in range(7):
+        lr = low * (high / low) ** (i / 6)
+        study.add_trial(create_trial(params={"lr": lr, "clip": 0.1 + 0.03 * i},
+                                     distributions=dists, value=float(i)))  # fmt: skip
+    fig = params_figure(study)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = [a for a in fig.axes if a.get_xlabel() == "lr"]
+    labels = [t for t in ax.get_xticklabels(which="both") if t.get_visible() and t.get_text()]
+    left, right = ax.get_window_extent(renderer).x0, ax.get_window_extent(renderer).x1
+    boxes = sorted(
+        (box.x0, box.x1)
+        for box in (t.get_window_extent(renderer) for t in labels)
+        if left - 1 <= (box.x0 + box.x1) / 2 <= right + 1
+    )
+    plt.close(fig)
+    assert 2 <= len(boxes) <= 4, [t.get_text() for t in labels]
+    assert all(b[0] > a[1] for a, b in zip(boxes, boxes[1:], strict=False)), boxes

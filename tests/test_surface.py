@@ -340,3 +340,17 @@ def test_the_study_plot_labels_a_log_axis_without_overlap(low: float, high: floa
     plt.close(fig)
     assert 2 <= len(boxes) <= 4, [t.get_text() for t in labels]
     assert all(b[0] > a[1] for a, b in zip(boxes, boxes[1:], strict=False)), boxes
+
+
+def test_workers_do_not_each_print_the_approximate_resume_note(tmp_path: Path) -> None:
+    """With ``env.batching=parallel`` inside worker processes each worker printed "A resume
+    from this run's checkpoints will be approximate" bare on stderr (twice with two workers);
+    the combination now gets one warning line naming the settings."""
+    run_dir = tmp_path / "run"
+    args = ["collector=multiprocess", "collector.workers=2", "env.batching=parallel",
+            "env.num_envs=4", "total_frames=512", "frames_per_batch=256", "eval=none",
+            f"run_dir={run_dir}"]  # fmt: skip
+    result = run_cli(args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "will be approximate" not in result.stderr, result.stderr
+    assert result.stderr.count("env.batching=parallel inside collector.backend=process") == 1

@@ -345,7 +345,8 @@ def test_the_study_plot_labels_a_log_axis_without_overlap(low: float, high: floa
 def test_workers_do_not_each_print_the_approximate_resume_note(tmp_path: Path) -> None:
     """With ``env.batching=parallel`` inside worker processes each worker printed "A resume
     from this run's checkpoints will be approximate" bare on stderr (twice with two workers);
-    the combination now gets one warning line naming the settings."""
+    the combination now gets one warning line naming the settings, prefixed as the command's
+    errors are."""
     run_dir = tmp_path / "run"
     args = ["collector=multiprocess", "collector.workers=2", "env.batching=parallel",
             "env.num_envs=4", "total_frames=512", "frames_per_batch=256", "eval=none",
@@ -353,4 +354,5 @@ def test_workers_do_not_each_print_the_approximate_resume_note(tmp_path: Path) -
     result = run_cli(args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "will be approximate" not in result.stderr, result.stderr
-    assert result.stderr.count("env.batching=parallel inside collector.backend=process") == 1
+    line = "xdrl-train: warning: env.batching=parallel inside collector.backend=process"
+    assert result.stderr.count(line) == 1, result.stderr

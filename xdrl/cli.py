@@ -470,8 +470,11 @@ def run_command(args: list[str]) -> None:
         print(_fast_help([a for a in args if a not in ("--help", "-h")]))
         return
     args = sys.argv[1:] = _run_dir_is_hydra_dir(args)  # Hydra's main reads sys.argv
+    from xdrl.run.process import warning_lines
+
     flags = any(a.startswith("-") for a in args)
-    error = _precheck_hydra_mode(args) if flags else _precheck(args)
+    with warning_lines("xdrl-train"):  # the check's warnings: "xdrl-train: warning: ..."
+        error = _precheck_hydra_mode(args) if flags else _precheck(args)
     if error is not None:
         print(f"xdrl-train: config error: {error}", file=sys.stderr)
         raise SystemExit(2)

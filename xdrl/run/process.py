@@ -6,12 +6,13 @@ changes the interpreter, torch or logging for the whole process is here.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,26 @@ def quiet_known_warnings() -> None:
     ``experiment=cartpole_novel_lstm`` run and again by ``xdrl-eval`` and ``xdrl-export``."""
     for message, category, _why in KNOWN_HARMLESS_WARNINGS:
         warnings.filterwarnings("ignore", message=re.escape(message), category=category)
+
+
+@contextlib.contextmanager
+def warning_lines(prog: str) -> Iterator[None]:
+    """xdrl's warnings while nothing has set up logging yet (the config check before Hydra
+    starts) as one stderr line each, ``<prog>: warning: <message>``, as its errors are
+    ``<prog>: config error: ...`` (Python's last-resort handler printed them bare). Where
+    logging is set up already its handlers keep them."""
+    logger = logging.getLogger("xdrl")
+    if logger.handlers or logging.getLogger().handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(f"{prog}: warning: %(message)s"))
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def concurrent_jobs(launcher: Mapping[str, Any] | None) -> int:

@@ -199,9 +199,9 @@ def test_settings_that_cannot_help_warn_and_the_run_goes_on(
 ) -> None:
     """Accepted silently before: ``num_threads=64`` on 2 cores (14x slower), more env threads
     than envs, a process per env inside each worker process (11 processes on 2 cores)."""
-    import xdrl.run.threads
+    import xdrl.config.check
 
-    monkeypatch.setattr(xdrl.run.threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(xdrl.config.check, "_usable_cores", lambda: 2)
     caplog.set_level(logging.WARNING, logger="xdrl")
     spec = check_config(make_cfg(*overrides))
     assert spec is not None

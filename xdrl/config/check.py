@@ -571,8 +571,8 @@ def _check_collector(cfg: DictConfig) -> None:
             "normalizes with would depend on timing); set collector.sync=true, or "
             "env.normalize_observations=false",
         )
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if cores and workers > cores:
+    cores = _usable_cores()
+    if workers > cores:
         log.warning(
             "collector.workers=%d is more than the %d cores this process may use: workers "
             "share cores (it still pays where envs wait, e.g. on a remote simulator)",
@@ -591,15 +591,19 @@ def _check_collector(cfg: DictConfig) -> None:
         )
 
 
+def _usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), whatever the load."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)
+
+
 def _check_threads(cfg: DictConfig) -> None:
     """Thread counts that cannot help, each one warning line (the run goes on): ``num_threads``
     above the cores this process may use (threads then wait for each other's cores:
     ``num_threads=64`` on 2 cores ran 14x slower), ``collector.env_threads`` above the envs
     one process steps (a thread steps one env at a time; the others idle)."""
-    from xdrl.run.threads import usable_cores
-
     threads = cfg.num_threads
-    cores = usable_cores()
+    cores = _usable_cores()
     if isinstance(threads, int) and threads > cores:
         log.warning(
             "num_threads=%d is more than the %d cores this process may use: torch's threads wait "

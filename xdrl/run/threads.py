@@ -100,14 +100,6 @@ def pick_threads(
     return resolve_num_threads(value, hidden_sizes, max(1, cores // jobs - workers)), cores
 
 
-def usable_cores(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int:
-    """Cores this process may run on whatever the load: its CPU affinity capped by the cgroup
-    CPU quota (what a thread or worker count above it can only share)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    quota = cgroup_cpu_quota(cgroup_root, proc_cgroup)
-    return max(1, min(cores or 1, quota if quota is not None else cores or 1))
-
-
 def available_cores(
     cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP, load: float | None = None
 ) -> int:

@@ -54,7 +54,9 @@ SUPPORTED_OBSERVATIONS = (
 
 
 def register_ale(key: str = "env.id") -> None:
-    """Register ale_py's ids with gymnasium; one line with the extra to install when missing."""
+    """Register ale_py's ids with gymnasium; one line with the extra to install when missing.
+    The ALE logs warnings and errors only: its info-level banner ("A.L.E: Arcade Learning
+    Environment ... [Powered by Stella]") went to stderr once per worker process."""
     try:
         import ale_py
         import gymnasium
@@ -62,6 +64,7 @@ def register_ale(key: str = "env.id") -> None:
         raise ConfigError(
             key, f"Atari games need the ale-py package; install it with `{ATARI_EXTRA}`"
         ) from err
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
     gymnasium.register_envs(ale_py)
 
 

@@ -92,6 +92,12 @@ class VectorGymEnv(EnvBase):
         torch.Size([8, 10])
     """
 
+    # ``_step_one`` repeats the action ``frame_skip`` times and stops at the episode's end. Without
+    # this flag TorchRL's env metaclass sees ``frame_skip > 1`` and wraps the env in a second
+    # ``FrameSkipTransform``: 4 frames per agent step at ``frame_skip=2``, stepping past
+    # ``terminated`` (gymnasium warned in every evaluation).
+    _has_frame_skip = True
+
     def __init__(
         self,
         env_id: str,

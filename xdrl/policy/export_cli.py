@@ -80,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from xdrl.policy.export import ExportError, export_policy
     from xdrl.policy.loading import load_run
+    from xdrl.run.process import quiet_known_warnings
+
+    quiet_known_warnings()
 
     # One thread: building the policy, tracing it and checking the file on single observations
     # have little work to split, and a second thread waits for any core another process holds

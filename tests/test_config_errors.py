@@ -380,9 +380,13 @@ def test_a_budget_inside_the_warm_up_is_refused_and_each_suggested_fix_trains(
     args = [f"experiment={preset}", *overrides, "eval=none", "checkpoint=none"]
     line = _precheck_line(" ".join(args), tmp_path)
     assert line is not None and line.startswith("total_frames: "), line
-    suggested = re.search(r"set e\.g\. (total_frames=\d+), or (\S+=\d+) or less$", line)
+    suggested = re.search(
+        r"set e\.g\. total_frames=\d+ \(the warm-up 10% of the run; (\d+) would train on its "
+        r"last batch only\), or (\S+=\d+) or less$",
+        line,
+    )
     assert suggested is not None, line
-    assert suggested.groups() == fixes
+    assert (f"total_frames={suggested[1]}", suggested[2]) == fixes
     fixed = [*args, fixes[fix]]
     assert _precheck_line(" ".join(fixed), tmp_path) is None
     _train(fixed, tmp_path / "run")

@@ -92,3 +92,105 @@ if "XdrlSignallingCorridor-v0" not in gymnasium.envs.registry:
     gymnasium.register(
         "XdrlSignallingCorridor-v0", entry_point=SignallingCorridor, max_episode_steps=100_000
     )
+
+
+class MatchTargets(gymnasium.Env):
+    """Name a target per dimension: a ``MultiDiscrete(nvec)`` action, an observation holding the
+    one-hot of each dimension's target (drawn afresh every step), reward ``1 / len(nvec)`` per
+    dimension matched; ``horizon`` steps per episode. A random policy expects
+    ``horizon * mean(1 / nvec)`` per episode (:func:`random_match_return`), a perfect one
+    ``horizon``."""
+
+    def __init__(self, nvec: tuple[int, ...] = (3, 4), horizon: int = 8) -> None:
+        self.nvec = np.asarray(nvec, dtype=np.int64)
+        self.horizon = horizon
+        self.observation_space = gymnasium.spaces.Box(0.0, 1.0, (int(self.nvec.sum()),), np.float32)
+        self.action_space = gymnasium.spaces.MultiDiscrete(self.nvec)
+        self.targets = np.zeros(len(self.nvec), dtype=np.int64)
+        self.steps = 0
+
+    def _observation(self) -> np.ndarray:
+        self.targets = self.np_random.integers(0, self.nvec)
+        out = np.zeros(int(self.nvec.sum()), dtype=np.float32)
+        out[np.concatenate([[0], np.cumsum(self.nvec)[:-1]]) + self.targets] = 1.0
+        return out
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return self._observation(), {}
+
+    def step(self, action):
+        matched = float(np.mean(np.asarray(action).reshape(-1) == self.targets))
+        self.steps += 1
+        return self._observation(), matched, False, self.steps >= self.horizon, {}
+
+
+def random_match_return(nvec: tuple[int, ...] = (3, 4), horizon: int = 8) -> float:
+    """A uniformly random policy's expected episode return on :class:`MatchTargets`."""
+    return horizon * float(np.mean([1.0 / n for n in nvec]))
+
+
+class MatchBits(MatchTargets):
+    """:class:`MatchTargets` with a ``MultiBinary(n)`` action: match ``n`` target bits."""
+
+    def __init__(self, n: int = 3, horizon: int = 8) -> None:
+        super().__init__((2,) * n, horizon)
+        self.action_space = gymnasium.spaces.MultiBinary(n)
+
+
+class UnboundedCorridor(Corridor):
+    """The corridor with a continuous ``Box(-inf, inf)`` action (move right when positive)."""
+
+    def __init__(self, length: int = 8) -> None:
+        super().__init__(length)
+        self.action_space = gymnasium.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+    def step(self, action):
+        return super().step(1 if float(np.asarray(action).reshape(-1)[0]) > 0 else 0)
+
+
+class OffsetCorridor(Corridor):
+    """The corridor with ``Discrete(2, start=1)`` actions: 1 left, 2 right."""
+
+    def __init__(self, length: int = 8) -> None:
+        super().__init__(length)
+        self.action_space = gymnasium.spaces.Discrete(2, start=1)
+
+    def step(self, action):
+        return super().step(int(action) - 1)
+
+
+class FaultyCorridor(Corridor):
+    """The corridor whose ``FAULT["step"]``-th step (counted per instance from its creation)
+    returns NaN in ``FAULT["key"]`` (``observation`` or ``reward``), or raises ``RuntimeError``
+    when ``FAULT["key"]`` is ``raise``. Set through ``env.make_kwargs`` (``fault``,
+    ``fault_step``)."""
+
+    def __init__(self, length: int = 8, fault: str = "observation", fault_step: int = 7) -> None:
+        super().__init__(length)
+        self.fault, self.fault_step = fault, fault_step
+        self.count = 0
+
+    def step(self, action):
+        self.count += 1
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.count == self.fault_step:
+            if self.fault == "raise":
+                raise RuntimeError(f"simulator lost contact at step {self.count}")
+            if self.fault == "observation":
+                obs = np.full_like(obs, np.nan)
+            elif self.fault == "reward":
+                reward = float("inf")
+        return obs, reward, terminated, truncated, info
+
+
+for _name, _entry in {
+    "XdrlMatchTargets-v0": MatchTargets,
+    "XdrlMatchBits-v0": MatchBits,
+    "XdrlUnboundedCorridor-v0": UnboundedCorridor,
+    "XdrlOffsetCorridor-v0": OffsetCorridor,
+    "XdrlFaultyCorridor-v0": FaultyCorridor,
+}.items():
+    if _name not in gymnasium.envs.registry:
+        gymnasium.register(_name, entry_point=_entry, max_episode_steps=50)

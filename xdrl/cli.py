@@ -253,7 +253,7 @@ def _compose(args: list[str]) -> DictConfig | str | None:
     except MissingConfigException as err:
         return _missing_option(str(err))
     except ConfigCompositionException as err:
-        return _sweep_without_multirun(str(err)) or _unknown_key(str(err))
+        return _sweep_without_multirun(str(err)) or _unknown_key(str(err), args)
     except Exception as err:  # noqa: BLE001 - Hydra then reports anything else itself
         return first_line(err) if str(err).strip() else None
 
@@ -456,29 +456,13 @@ def _option_line(group: str, option: str, options: list[str]) -> str:
     return f"{group}: no option {option!r}; {hint}"
 
 
-def _unknown_key(text: str) -> str:
-    """``key: not a config key; did you mean ...?`` from Hydra's ConfigCompositionException."""
-    import difflib
-
-    from hydra import compose, initialize_config_module
+def _unknown_key(text: str, args: list[str]) -> str:
+    """``key: not a config key; did you mean ...?`` from Hydra's ConfigCompositionException,
+    with hints from the config the other overrides choose (``algorithm=dqn``: DQN's keys)."""
+    from xdrl.config.check import unknown_key_line
 
     key = text.split("'")[1] if "'" in text else text
-    with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
-        base = compose("config")  # only on an error
-    keys = _dotted_keys(OmegaConf.to_container(base, resolve=False))
-    close = difflib.get_close_matches(key, keys, n=1)
-    hint = f"did you mean {close[0]}?" if close else f"to add a new key use +{key}=..."
-    return f"{key}: not a config key; {hint}"
-
-
-def _dotted_keys(node: object, prefix: str = "") -> list[str]:
-    """Every key of a nested config, dotted (``algorithm.build.clip_epsilon``)."""
-    if not isinstance(node, dict):
-        return [prefix.rstrip(".")] if prefix else []
-    keys: list[str] = []
-    for key, value in node.items():
-        keys += _dotted_keys(value, f"{prefix}{key}.") or [f"{prefix}{key}"]
-    return keys
+    return unknown_key_line(key, args, CONFIG_PACKAGE)
 
 
 def _register_plugins() -> None:
@@ -549,7 +533,10 @@ def run_command(args: list[str]) -> None:
         print(_fast_help([a for a in args if a not in ("--help", "-h")]))
         return
     args = sys.argv[1:] = _run_dir_is_hydra_dir(args)  # Hydra's main reads sys.argv
-    error = check_command(args)
+    from xdrl.run.process import warning_lines
+
+    with warning_lines("xdrl-train"):  # the check's warnings: "xdrl-train: warning: ..."
+        error = check_command(args)
     if error is not None:
         print(f"xdrl-train: config error: {error}", file=sys.stderr)
         raise SystemExit(2)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequential
 from torch import nn
-from torchrl.data import Categorical, OneHot
+from torchrl.data import Binary, Categorical, MultiCategorical, OneHot
 from torchrl.modules import (
     MLP,
     ProbabilisticActor,
@@ -20,7 +20,7 @@ from torchrl.modules import (
 
 from xdrl.algorithms.encoders import FEATURES, Head, NatureCNN, observation_shape, resolve_encoder
 from xdrl.config.errors import ConfigError
-from xdrl.lean.categorical_actor import CategoricalActor
+from xdrl.lean.categorical_actor import CategoricalActor, MultiCategoricalActor
 from xdrl.lean.tanh_normal_actor import TanhNormalActor
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
@@ -77,8 +77,40 @@ def image_torso(env, encoder: str, device: str) -> NatureCNN | None:
 
 
 def is_discrete(env) -> bool:
-    """Whether the env's action spec is discrete (categorical or one-hot)."""
+    """Whether the env's action spec is discrete (categorical or one-hot; one dimension or
+    several: see :func:`action_nvec`)."""
     return isinstance(env.action_spec, (Categorical, OneHot))
+
+
+def action_nvec(env) -> tuple[int, ...] | None:
+    """The number of choices of each action dimension of a ``MultiDiscrete`` (TorchRL's
+    ``MultiCategorical``) or ``MultiBinary`` (``Binary``: two each) action space; None for one
+    ``Discrete`` choice or continuous actions."""
+    spec = env.action_spec_unbatched
+    if isinstance(spec, MultiCategorical):
+        if spec.nvec.ndim != 1:
+            raise ConfigError(
+                "env.id",
+                f"actions are a {tuple(spec.nvec.shape)} MultiDiscrete grid; ppo and a2c train "
+                "a flat MultiDiscrete([...]) only: wrap the env to flatten its action space",
+            )
+        return tuple(int(n) for n in spec.nvec.tolist())
+    if isinstance(spec, Binary):
+        return (2,) * int(spec.shape[-1])
+    return None
+
+
+def action_space_name(env) -> str:
+    """The env's action space as gymnasium names it: ``Discrete(2)``, ``MultiDiscrete([3 4])``,
+    ``MultiBinary(3)`` or ``Box(shape=(1,))``."""
+    spec = env.action_spec_unbatched
+    if isinstance(spec, Binary):
+        return f"MultiBinary({int(spec.shape[-1])})"
+    if isinstance(spec, MultiCategorical):
+        return f"MultiDiscrete({spec.nvec.tolist()})"
+    if is_discrete(env):
+        return f"Discrete({int(spec.space.n)})"
+    return f"Box(shape={tuple(spec.shape)})"
 
 
 def observation_dim(env) -> int:
@@ -87,7 +119,13 @@ def observation_dim(env) -> int:
 
 
 def require_discrete(env, algorithm: str) -> None:
-    """Fail before training when a discrete-only algorithm meets a continuous env."""
+    """Fail before training when a single-``Discrete`` algorithm meets another action space."""
+    if action_nvec(env) is not None:
+        raise ConfigError(
+            "algorithm",
+            f"{algorithm} needs a Discrete action space but this env's actions are "
+            f"{action_space_name(env)}; pick ppo or a2c (independent categoricals per dimension)",
+        )
     if not is_discrete(env):
         raise ConfigError(
             "algorithm",
@@ -99,6 +137,12 @@ def require_discrete(env, algorithm: str) -> None:
 
 def require_continuous(env, algorithm: str) -> None:
     """Fail before training when a continuous-only algorithm meets a discrete env."""
+    if action_nvec(env) is not None:
+        raise ConfigError(
+            "algorithm",
+            f"{algorithm} needs a continuous (Box) action space but this env's actions are "
+            f"{action_space_name(env)}; pick ppo or a2c (independent categoricals per dimension)",
+        )
     if is_discrete(env):
         raise ConfigError(
             "algorithm",
@@ -122,43 +166,34 @@ def stochastic_actor(
     env, cells: Sequence[int], act: type[nn.Module], device: str, torso: nn.Module | None = None
 ) -> ProbabilisticActor:
     """A categorical actor for discrete actions (:class:`CategoricalActor`, with a tensor-level
-    fast path), a tanh-normal one for continuous actions; with ``torso`` (an image encoder), a
-    linear head on its features instead of an MLP."""
+    fast path; one independent categorical per dimension for ``MultiDiscrete`` and
+    ``MultiBinary``: :class:`MultiCategoricalActor`), a tanh-normal one for continuous actions;
+    with ``torso`` (an image encoder), a linear head on its features instead of an MLP."""
     spec = env.action_spec_unbatched
-    obs_dim = observation_dim(env)
+    discrete = is_discrete(env)
+    nvec = action_nvec(env)
+    if nvec is not None:
+        n_out = sum(nvec)
+    else:
+        n_out = int(spec.space.n) if discrete else 2 * int(spec.shape[-1])
     if torso is not None:
-        n_out = int(spec.space.n) if is_discrete(env) else 2 * int(spec.shape[-1])
-        head = nn.Sequential(torso, Head(FEATURES, n_out, gain=0.01, device=device))
-        if is_discrete(env):
-            return CategoricalActor(head, env.full_action_spec_unbatched)
-        return _tanh_normal_actor(env, nn.Sequential(head, NormalParamExtractor()), device)
-    if is_discrete(env):
+        net: nn.Module = nn.Sequential(torso, Head(FEATURES, n_out, gain=0.01, device=device))
+    else:
         net = orthogonal_init(
             MLP(
-                in_features=obs_dim,
-                out_features=int(spec.space.n),
+                in_features=observation_dim(env),
+                out_features=n_out,
                 num_cells=list(cells),
                 activation_class=act,
                 device=device,
             ),
             0.01,
         )
+    if nvec is not None:
+        return MultiCategoricalActor(net, env.full_action_spec_unbatched, nvec)
+    if discrete:
         return CategoricalActor(net, env.full_action_spec_unbatched)
-    action_dim = int(spec.shape[-1])
-    net = nn.Sequential(
-        orthogonal_init(
-            MLP(
-                in_features=obs_dim,
-                out_features=2 * action_dim,
-                num_cells=list(cells),
-                activation_class=act,
-                device=device,
-            ),
-            0.01,
-        ),
-        NormalParamExtractor(),
-    )
-    return _tanh_normal_actor(env, net, device)
+    return _tanh_normal_actor(env, nn.Sequential(net, NormalParamExtractor()), device)
 
 
 def _tanh_normal_actor(env, net: nn.Module, device: str) -> TanhNormalActor:

@@ -15,6 +15,8 @@ from torchrl.trainers import ReplayBufferTrainer, ValueEstimatorHook
 
 from xdrl.algorithms.common import (
     AlgorithmParts,
+    action_nvec,
+    action_space_name,
     activation_class,
     image_torso,
     state_value,
@@ -301,6 +303,12 @@ def actor_critic(
             )
         actor = stochastic_actor(env, actor_cells, act, device, torso)
         return actor, state_value(env, critic_cells, act, device, torso)
+    if action_nvec(env) is not None:
+        raise ConfigError(
+            "algorithm.build.recurrent",
+            f"recurrent policies take one Discrete or a Box action, not {action_space_name(env)}; "
+            "set algorithm.build.recurrent=null (independent categoricals per dimension)",
+        )
     hidden, head = recurrent_hidden, recurrent_head_cells
     actor = recurrent_actor(
         env, actor_cells, act, device, cell=recurrent, hidden=hidden, head_cells=head, torso=torso

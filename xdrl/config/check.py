@@ -60,6 +60,10 @@ ATARI_FACTORY = "xdrl.envs.atari.make_atari_env"
 
 _STRICT = ConfigDict(strict=True)
 
+# A budget the warm-up refusal suggests: this many times the warm-up (RL-Zoo's CartPole DQN warms
+# up for 1,000 of 50,000 steps; a tenth is a short run that still trains).
+WARM_UP_SHARE = 10
+
 # Device types torch knows (the light check); check_device then asks torch what this machine has.
 DEVICE_PATTERN = r"^(cpu|cuda|mps|xpu|hip|hpu|mtia|meta|xla|ipu|privateuseone)(:\d+)?$"
 
@@ -143,6 +147,7 @@ def check_config(cfg: DictConfig) -> RunSpec:
     _check_target(cfg, "pareto")  # hydra_plugins.xdrl_pareto.settings.pareto_settings
     _check_sizes(cfg)
     _check_collector(cfg)
+    _check_threads(cfg)
     _check_budget(cfg)
     _check_objective(cfg)
     _check_paths(cfg)
@@ -364,13 +369,42 @@ def _check_target(cfg: DictConfig, group: str) -> None:
             if takes_kwargs:
                 continue
             known = [p for p in params if p not in supplied]
+            foreign = _other_algorithms_keys(node, params, target) if group == ALGO_GROUP else ""
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {group}.{close[0]}?" if close else f"parameters: {known}"
-            raise ConfigError(key, f"not a parameter of {target}; {hint}")
+            raise ConfigError(key, f"not a parameter of {target}; {foreign or hint}")
         if _resolvable(cfg, key):
             param = params[name]
             default = param.default if param.default is not inspect.Parameter.empty else None
             check_value(key, _value(cfg, key), param.annotation, default)
+
+
+ALGO_GROUP = "algorithm.build"
+
+
+def _other_algorithms_keys(node: DictConfig, params: Mapping[str, Any], target: str) -> str:
+    """When the keys of ``algorithm.build`` that ``target`` lacks are all parameters of other
+    algorithms (a preset written for PPO run with ``algorithm=a2c``): which keys, whose, and how
+    to drop them; "" otherwise (a typo gets its "did you mean")."""
+    from importlib.resources import files
+
+    lacking = [str(n) for n in node if not str(n).startswith("_") and str(n) not in params]
+    owners = []
+    for entry in sorted(files("xdrl.conf").joinpath("algorithm").iterdir(), key=str):
+        other = f"xdrl.algorithms.{entry.name.removesuffix('.yaml')}.build"
+        read = read_signature(other) if other != target else None
+        if read is not None and all(k in read[0] for k in lacking):
+            owners.append(entry.name.removesuffix(".yaml"))
+    if not lacking or not owners:
+        return ""
+    name = target.rsplit(".", 2)[-2]
+    removal = " ".join(f"~{ALGO_GROUP}.{k}" for k in lacking)
+    what = "parameters" if len(lacking) > 1 else "a parameter"
+    return (
+        f"the config sets {', '.join(lacking)}: {what} of {' and '.join(owners)}, not of {name} "
+        f"(a preset written for another algorithm?); remove {'them' if len(lacking) > 1 else 'it'}"
+        f" ({removal}) or use algorithm={' or '.join(owners)}"
+    )
 
 
 # Cross-key checks
@@ -421,12 +455,59 @@ def _check_recurrent(cfg: DictConfig) -> None:
     read = read_signature(str(build._target_))
     if read is None or "recurrent" in read[0]:
         return
-    name = str(build._target_).rsplit(".", 2)[-2]
-    raise ConfigError(
-        "algorithm.build.recurrent",
+    raise ConfigError("algorithm.build.recurrent", _no_recurrent(str(build._target_)))
+
+
+def _no_recurrent(target: str) -> str:
+    name = target.rsplit(".", 2)[-2]
+    return (
         f"{name} does not support recurrent policies yet (ppo and a2c do); use "
-        "algorithm=ppo or a2c, or remove the key",
+        "algorithm=ppo or a2c, or remove the key"
     )
+
+
+def unknown_key_line(key: str, overrides: Sequence[str], config_package: str) -> str:
+    """``<key>: <why>; <hint>`` for an override of a key the composed config lacks (Hydra's
+    "not in struct"), with hints from the config the other overrides choose: under
+    ``algorithm=dqn`` a key of ``algorithm.build`` is matched against DQN's own parameters, and
+    ``recurrent`` gets DQN's "does not support recurrent policies" line, with or without ``+``.
+    A parameter the builder takes that its YAML leaves out gets ``+key=...``."""
+    from hydra import compose, initialize_config_module
+
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+    try:
+        with initialize_config_module(config_package, version_base="1.3"):
+            cfg = compose("config", overrides=rest)  # only on an error
+    except Exception:  # noqa: BLE001 - another bad override: hint from the defaults alone
+        with initialize_config_module(config_package, version_base="1.3"):
+            cfg = compose("config")
+    group, _, name = key.rpartition(".")
+    node = OmegaConf.select(cfg, group) if group else None
+    if isinstance(node, DictConfig) and "_target_" in node:
+        read = read_signature(str(node._target_))
+        params = [p for p in read[0] if p not in SUPPLIED.get(group, {})] if read else []
+        if name == "recurrent" and read is not None and group == "algorithm.build":
+            if name not in params:
+                return f"{key}: {_no_recurrent(str(node._target_))}"
+        if name in params:
+            return f"{key}: a parameter of {node._target_} its config leaves out; use +{key}=..."
+        close = difflib.get_close_matches(name, params, n=1)
+        if close:
+            return f"{key}: not a config key; did you mean {group}.{close[0]}?"
+    keys = [k for k in _dotted_keys(OmegaConf.to_container(cfg, resolve=False)) if k != key]
+    close = difflib.get_close_matches(key, keys, n=1)
+    hint = f"did you mean {close[0]}?" if close else f"to add a new key use +{key}=..."
+    return f"{key}: not a config key; {hint}"
+
+
+def _dotted_keys(node: object, prefix: str = "") -> list[str]:
+    """Every key of a nested config, dotted (``algorithm.build.clip_epsilon``)."""
+    if not isinstance(node, dict):
+        return [prefix.rstrip(".")] if prefix else []
+    keys: list[str] = []
+    for name, value in node.items():
+        keys += _dotted_keys(value, f"{prefix}{name}.") or [f"{prefix}{name}"]
+    return keys
 
 
 def _recurrent(cfg: DictConfig) -> bool:
@@ -490,13 +571,59 @@ def _check_collector(cfg: DictConfig) -> None:
             "normalizes with would depend on timing); set collector.sync=true, or "
             "env.normalize_observations=false",
         )
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if cores and workers > cores:
+    cores = _usable_cores()
+    if workers > cores:
         log.warning(
             "collector.workers=%d is more than the %d cores this process may use: workers "
             "share cores (it still pays where envs wait, e.g. on a remote simulator)",
             workers,
             cores,
+        )
+    if batching == "parallel":
+        log.warning(
+            "env.batching=parallel inside collector.backend=%s starts a process per env in every "
+            "worker (%d worker processes, each with %d env processes; 11 processes on 2 cores "
+            "took 66 s to start): set env.batching=vector or serial, the workers already run in "
+            "parallel",
+            cfg.collector.backend,
+            workers,
+            num_envs // workers,
+        )
+
+
+def _usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), whatever the load."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)
+
+
+def _check_threads(cfg: DictConfig) -> None:
+    """Thread counts that cannot help, each one warning line (the run goes on): ``num_threads``
+    above the cores this process may use (threads then wait for each other's cores:
+    ``num_threads=64`` on 2 cores ran 14x slower), ``collector.env_threads`` above the envs
+    one process steps (a thread steps one env at a time; the others idle)."""
+    threads = cfg.num_threads
+    cores = _usable_cores()
+    if isinstance(threads, int) and threads > cores:
+        log.warning(
+            "num_threads=%d is more than the %d cores this process may use: torch's threads wait "
+            "for each other's cores (64 on 2 cores ran 14x slower); set num_threads=auto, or at "
+            "most %d",
+            threads,
+            cores,
+            cores,
+        )
+    env_threads, num_envs = int(cfg.collector.env_threads), int(cfg.env.num_envs)
+    per_process = num_envs // max(int(cfg.collector.workers), 1)
+    if env_threads > per_process:
+        where = "each worker steps" if cfg.collector.backend != "single" else "the run steps"
+        log.warning(
+            "collector.env_threads=%d is more than the %d envs %s: the extra threads idle; set "
+            "collector.env_threads=%d at most",
+            env_threads,
+            per_process,
+            where,
+            per_process,
         )
 
 
@@ -629,11 +756,14 @@ def _check_budget(cfg: DictConfig) -> None:
     frames = -(-cfg.total_frames // batch) * batch  # the budget the run trains (whole batches)
     if frames >= warm_up:
         return
-    enough = -(-warm_up // batch) * batch
+    least = -(-warm_up // batch) * batch  # trains on its last batch only: one round of updates
+    suggested = -(-WARM_UP_SHARE * warm_up // batch) * batch
     raise ConfigError(
         "total_frames",
         f"{cfg.total_frames} frames end inside the random warm-up ({key}={warm_up}), so no "
-        f"optimizer step would run; set e.g. total_frames={enough}, or {key}={frames} or less",
+        f"optimizer step would run; set e.g. total_frames={suggested} (the warm-up "
+        f"{100 // WARM_UP_SHARE}% of the run; {least} would train on its last batch only), or "
+        f"{key}={frames} or less",
     )
 
 

@@ -54,7 +54,9 @@ SUPPORTED_OBSERVATIONS = (
 
 
 def register_ale(key: str = "env.id") -> None:
-    """Register ale_py's ids with gymnasium; one line with the extra to install when missing."""
+    """Register ale_py's ids with gymnasium; one line with the extra to install when missing.
+    The ALE logs warnings and errors only: its info-level banner ("A.L.E: Arcade Learning
+    Environment ... [Powered by Stella]") went to stderr once per worker process."""
     try:
         import ale_py
         import gymnasium
@@ -62,6 +64,7 @@ def register_ale(key: str = "env.id") -> None:
         raise ConfigError(
             key, f"Atari games need the ale-py package; install it with `{ATARI_EXTRA}`"
         ) from err
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
     gymnasium.register_envs(ale_py)
 
 
@@ -222,6 +225,7 @@ def _check_space(
     try:
         space = env.observation_space
         reward_space = getattr(env.unwrapped, "reward_space", None)
+        check_action_space(env_id, env.action_space)
     finally:
         with _quiet():
             env.close()
@@ -244,6 +248,35 @@ def _check_space(
         "env.id",
         f"{env_id} observes {space}{kind}, which xdrl does not handle yet; it trains on "
         f"{SUPPORTED_OBSERVATIONS}: {hint}",
+    )
+
+
+def check_action_space(env_id: str, space: Any) -> None:
+    """Fail with one line when a ``Box`` action space has an infinite bound (the continuous
+    actors squash their actions into the bounds, a tanh scaled by ``high - low``, which an
+    infinite bound turns into NaN in the first batch), or a ``Discrete``/``MultiDiscrete`` one
+    does not start at 0 (TorchRL's specs drop ``start``: the policy's actions would be off by
+    it, silently)."""
+    import gymnasium
+    import numpy as np
+
+    if isinstance(space, gymnasium.spaces.Discrete | gymnasium.spaces.MultiDiscrete):
+        if np.any(space.start != 0):
+            raise ConfigError(
+                "env.id",
+                f"{env_id}'s action space {space} starts at {space.start.tolist()}; xdrl's "
+                "discrete actions count from 0: wrap the env to add the start to its actions "
+                "(a gymnasium.ActionWrapper)",
+            )
+        return
+    if not isinstance(space, gymnasium.spaces.Box):
+        return
+    if np.isfinite(space.low).all() and np.isfinite(space.high).all():
+        return
+    raise ConfigError(
+        "env.id",
+        f"{env_id}'s action space {space} has infinite bounds; bounds must be finite; wrap the "
+        "env or clip (a gymnasium.ActionWrapper with a finite Box action space)",
     )
 
 
@@ -510,6 +543,14 @@ def _masked(env: Any, *, indices: tuple[int, ...], then: Callable[[Any], Any] | 
     return then(masked) if then is not None else masked
 
 
+def _guarded(env: Any, *, env_id: str, then: Callable[[Any], Any] | None) -> Any:
+    """``then(env)`` (or ``env``) inside a :class:`~xdrl.envs.faults.GuardedEnv`: its
+    exceptions and NaN/inf outputs become one line (picklable, for ``ParallelEnv``)."""
+    from xdrl.envs.faults import GuardedEnv
+
+    return GuardedEnv(then(env) if then is not None else env, env_id)
+
+
 def _stack_frames(env: Any, *, frame_stack: int) -> Any:
     """gymnasium's ``FrameStackObservation`` (one picklable wrapping function)."""
     from gymnasium.wrappers import FrameStackObservation
@@ -560,7 +601,7 @@ def build_env(
         return _make_base(
             id,
             multi_objective=multi_objective,
-            wrap=wrap,
+            wrap=functools.partial(_guarded, env_id=_bare_id(id), then=wrap),
             device=device,
             frame_skip=frame_skip,
             max_episode_steps=max_episode_steps,

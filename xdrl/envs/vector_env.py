@@ -21,6 +21,7 @@ that remains is what ``xdrl.lean.collector.VectorCollector`` removes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -33,6 +34,7 @@ from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 from torchrl.envs.libs.gym import _gym_to_torchrl_spec_transform
 
+from xdrl.envs.faults import EnvFault, first_non_finite, from_env
 from xdrl.envs.observation_encoding import encode
 
 # Spaces whose samples are one array, so a batch is one stacked array.
@@ -66,7 +68,11 @@ class VectorGymEnv(EnvBase):
     keep their last observation and done flags, reward 0). ``set_seed(s)`` resets sub-env ``i``
     with seed ``s + i``, as ``GymEnv.set_seed`` does for one env. Sub-envs are not auto-reset:
     TorchRL resets them (``step_and_maybe_reset``). ``_envs`` holds the gymnasium envs and
-    ``_env`` the first one, which evaluation videos render.
+    ``_env`` the first one, which evaluation videos render. A sub-env whose ``step`` or
+    ``reset`` raises, or that returns NaN or inf in its float observation or its reward, stops
+    the run with one :class:`~xdrl.envs.faults.EnvFault` line naming the sub-env, the step of
+    its episode and the key (one sum of the outputs per batched step, or per collected batch in
+    :class:`~xdrl.lean.collector.VectorCollector`).
 
     Args:
         env_id: registered gymnasium or MO-Gymnasium id.
@@ -85,6 +91,12 @@ class VectorGymEnv(EnvBase):
         >>> env.rollout(10).batch_size
         torch.Size([8, 10])
     """
+
+    # ``_step_one`` repeats the action ``frame_skip`` times and stops at the episode's end. Without
+    # this flag TorchRL's env metaclass sees ``frame_skip > 1`` and wraps the env in a second
+    # ``FrameSkipTransform``: 4 frames per agent step at ``frame_skip=2``, stepping past
+    # ``terminated`` (gymnasium warned in every evaluation).
+    _has_frame_skip = True
 
     def __init__(
         self,
@@ -122,6 +134,8 @@ class VectorGymEnv(EnvBase):
         self._reward_dtype = _numpy_dtype(self.reward_spec.dtype)
         self._terminated = np.zeros((n, 1), dtype=bool)
         self._truncated = np.zeros((n, 1), dtype=bool)
+        self._float_obs = bool(np.issubdtype(self._obs_dtype, np.floating))
+        self._episode_steps = np.zeros(n, dtype=np.int64)  # named by an EnvFault
         self._pool: ThreadPoolExecutor | None = None  # set_step_threads
 
     # Specs
@@ -156,13 +170,15 @@ class VectorGymEnv(EnvBase):
 
     # Stepping
     def step_numpy(
-        self, action: np.ndarray, indices: Sequence[int] | None = None
+        self, action: np.ndarray, indices: Sequence[int] | None = None, *, check: bool = True
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step the sub-envs ``indices`` (all: None) with ``action[i]``, in NumPy.
 
         Returns new arrays ``(observation, reward, terminated, truncated)`` for all N sub-envs
         (unstepped ones keep their observation and flags, reward 0); used by ``_step`` and by
         :class:`~xdrl.lean.collector.VectorCollector`, which skips the TensorDict per step.
+        ``check``: refuse NaN or inf in the outputs here (``False``: the caller checks them, as
+        the collector does once per batch with :func:`~xdrl.envs.faults.check_batch`).
         """
         obs = self._obs.copy()
         reward = np.zeros(self._reward_shape, dtype=self._reward_dtype)
@@ -178,15 +194,55 @@ class VectorGymEnv(EnvBase):
             reward[i] = total
             terminated[i, 0] = term
             truncated[i, 0] = trunc
+        if indices is None:
+            self._episode_steps += 1
+        else:
+            self._episode_steps[list(indices)] += 1
+        if check:
+            self._check_finite(obs, reward)
         self._obs, self._terminated, self._truncated = obs, terminated, truncated
         return obs, reward, terminated, truncated
+
+    def _check_finite(self, obs: np.ndarray, reward: np.ndarray | None) -> None:
+        """Raise :class:`~xdrl.envs.faults.EnvFault` for the first sub-env whose observation (a
+        float one) or reward holds NaN or inf. One sum of each array decides (a few us per
+        batched step); only a non-finite sum (NaN, inf, or finite values that overflowed) looks
+        row by row."""
+        total = 0.0 if reward is None else reward.sum()
+        if self._float_obs:
+            total = total + obs.sum()
+        if math.isfinite(total):
+            return
+        found = first_non_finite(obs if self._float_obs else None, reward)
+        if found is not None:
+            row, key, values = found
+            steps = int(self._episode_steps[row])
+            raise EnvFault.non_finite(self.env_id, row, steps, key, values)
+
+    def _reset_one(self, i: int, seed: int | None, **kwargs: Any) -> Any:
+        """Sub-env ``i``'s reset observation (its episode's step counter back to 0); an exception
+        becomes one :class:`~xdrl.envs.faults.EnvFault` line."""
+        self._episode_steps[i] = 0
+        try:
+            ob, _info = self._envs[i].reset(seed=seed, **kwargs)
+        except Exception as err:  # noqa: BLE001 - any env error, named in one line
+            if not from_env(err):
+                raise
+            raise EnvFault.raised(self.env_id, i, 0, err) from err
+        return ob
 
     def _step_one(self, i: int, act: Any) -> tuple[Any, Any, bool, bool]:
         """Sub-env ``i``'s step over ``frame_skip`` frames: observation, summed reward, flags."""
         env = self._envs[i]
         total: Any = 0.0  # a float, or an array for MO-Gymnasium's vector rewards
         for _ in range(self.frame_skip):
-            ob, rew, term, trunc, _info = env.step(act)
+            try:
+                ob, rew, term, trunc, _info = env.step(act)
+            except Exception as err:  # noqa: BLE001 - any env error, named in one line
+                if not from_env(err):
+                    raise
+                step = int(self._episode_steps[i]) + 1
+                raise EnvFault.raised(self.env_id, i, step, err) from err
             total = total + rew
             if term or trunc:
                 break
@@ -213,7 +269,8 @@ class VectorGymEnv(EnvBase):
         """
         obs = self._obs.copy()
         for i in range(len(self._envs)) if indices is None else indices:
-            obs[i], _info = self._envs[i].reset(seed=None if seed is None else seed + i)
+            obs[i] = self._reset_one(i, None if seed is None else seed + i)
+        self._check_finite(obs, None)
         terminated, truncated = self._terminated.copy(), self._truncated.copy()
         if indices is None:
             terminated[:] = truncated[:] = False
@@ -234,8 +291,8 @@ class VectorGymEnv(EnvBase):
         seed = kwargs.pop("seed", None)
         obs = self._obs.copy()
         for i in indices:
-            ob, _info = self._envs[i].reset(seed=None if seed is None else seed + i, **kwargs)
-            obs[i] = ob
+            obs[i] = self._reset_one(i, None if seed is None else seed + i, **kwargs)
+        self._check_finite(obs, None)
         self._obs = obs
         self._terminated = np.zeros_like(self._terminated)
         self._truncated = np.zeros_like(self._truncated)
@@ -296,8 +353,9 @@ class VectorGymEnv(EnvBase):
             return
         obs = self._obs.copy()
         for i, env in enumerate(self._envs):
-            obs[i], _info = env.reset(seed=seed + i)
+            obs[i] = self._reset_one(i, seed + i)
             env.action_space.seed(seed + i)
+        self._check_finite(obs, None)
         self._obs = obs
 
     def close(self, *, raise_if_closed: bool = True) -> None:

@@ -42,6 +42,7 @@ from torchrl.envs import (
 )
 from torchrl.envs.utils import ExplorationType, exploration_type, set_exploration_type
 
+from xdrl.envs.faults import check_batch
 from xdrl.envs.vector_env import VectorGymEnv
 from xdrl.lean.policy_types import TensorSampler
 
@@ -75,7 +76,9 @@ def _random_action_leaf(env: TransformedEnv) -> Any:
 def check_policy_outputs(outputs: dict[str, torch.Tensor]) -> None:
     """Refuse a batch whose policy outputs hold NaN (diverged networks), as
     ``torch.multinomial`` refuses NaN probabilities in TorchRL's own sampling; checked once per
-    batch, not per step (see ``CategoricalActor.sample``)."""
+    batch, not per step (see ``CategoricalActor.sample``), after the env's outputs were found
+    finite (:func:`~xdrl.envs.faults.check_batch`), so NaN here is the networks', not the env's:
+    the action bounds are finite too (:func:`~xdrl.envs.factory.check_action_space`)."""
     for key, value in outputs.items():
         if value.is_floating_point() and bool(value.isnan().any()):
             raise RuntimeError(f"the policy's {key!r} holds NaN: the networks diverged")
@@ -244,7 +247,7 @@ class VectorCollector(BaseCollector):
                     value[stale] = outputs[-1][key][stale]
             outputs.append(out)
             active = np.flatnonzero(finished < 0).tolist() if until_all_done else None
-            ob, rew, term, trunc = base.step_numpy(out["action"].cpu().numpy(), active)
+            ob, rew, term, trunc = base.step_numpy(out["action"].cpu().numpy(), active, check=False)
             next_obs[:, t] = ob
             raw_reward[:, t] = rew.reshape(n, -1)
             terminated[:, t] = term
@@ -273,9 +276,11 @@ class VectorCollector(BaseCollector):
                 state["episode_reward"][done] = 0.0
                 state["step_count"][done] = 0
         state["observation"] = current
+        length = t + 1
+        # the env's outputs first: NaN there reaches the policy's outputs too
+        check_batch(base.env_id, next_obs[:, :length], raw_reward[:, :length], step_count)
         policy_out = {key: torch.stack([o[key] for o in outputs], 1) for key in outputs[0]}
         check_policy_outputs(policy_out)
-        length = t + 1
         arrays = [array[:, :length] for array in rows]
         return self._batch(arrays, policy_out, cpu_device=bool(until_all_done))
 

@@ -207,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from xdrl.config.errors import ConfigError
     from xdrl.policy.run_dir import check_run_dir
+    from xdrl.run.process import quiet_known_warnings
 
+    quiet_known_warnings()
     try:
         check_run_dir(args.run_dir)  # before torch's import: a wrong path is refused at once
         with _stop_on_signals():

@@ -18,13 +18,14 @@ FORMATS = ("onnx", "pt2", "torchscript")
 EXPORT_EXTRA = ("onnx", "onnxruntime", "onnxscript")
 DESCRIPTION = """Write a run's deterministic policy as one file: the observation gymnasium's
 env.step returns in ([batch, *obs_shape] in its dtype; Atari: the preprocessed [4, 84, 84] uint8
-frame stack), env action out (int64 [batch] for discrete actions, float32 [batch, *act_shape]
-within the action bounds for continuous ones), the env.mask_observations mask, one-hot encoding,
-casts, observation normalization and action scaling inside. The file is checked on 1,000
-observations of the run's env before it is kept. A recurrent run's file takes and returns its
-hidden state: inputs observation, is_init ([batch] bool, true at an episode's first step) and
-actor_h (actor_c for an LSTM), outputs action and next_actor_h (next_actor_c); it is checked on
-sequences with the state carried. The output line names the inputs the file expects."""
+frame stack), env action out (int64 [batch] for discrete actions, [batch, D] for MultiDiscrete and
+MultiBinary, float32 [batch, *act_shape] within the action bounds for continuous ones), the
+env.mask_observations mask, one-hot encoding, casts, observation normalization and action scaling
+inside. The file is checked on 1,000 observations of the run's env before it is kept. A recurrent
+run's file takes and returns its hidden state: inputs observation, is_init ([batch] bool, true at an
+episode's first step) and actor_h (actor_c for an LSTM), outputs action and next_actor_h
+(next_actor_c); it is checked on sequences with the state carried. The output line names the inputs
+the file expects."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from xdrl.policy.export import ExportError, export_policy
     from xdrl.policy.loading import load_run
+    from xdrl.run.process import quiet_known_warnings
+
+    quiet_known_warnings()
 
     # One thread: building the policy, tracing it and checking the file on single observations
     # have little work to split, and a second thread waits for any core another process holds

@@ -69,7 +69,7 @@ def make_report(
             reports ``metric`` (nothing is written).
         OSError: the report could not be written (nothing under ``out_dir`` changed).
     """
-    from xdrl.report.analysis import analyze, check_metric
+    from xdrl.report.analysis import analyze, check_metric, repeated_seed_warnings
     from xdrl.report.document import group_tables
     from xdrl.report.runs import ReportError, find_runs, skipped_warning
 
@@ -93,6 +93,7 @@ def make_report(
         )
     analysis = analyze(runs, check_metric(runs, metric))
     warnings = [w for run in runs if (w := skipped_warning(run))]
+    warnings += repeated_seed_warnings(analysis)
     files = _write_report(out, analysis, command, note, warnings)
     return Report(
         out_dir=out,

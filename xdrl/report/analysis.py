@@ -18,6 +18,7 @@ from xdrl.report.stats import curve, probability_of_improvement, summarize
 
 DEFAULT_METRIC = "eval/deterministic/reward/episode_reward_mean"
 SHOWN_METRICS = 6  # metrics named when a requested one is unknown and none is close
+REPEATED_SEED = "repeated seed"  # why a second run of one seed in a group is not averaged
 
 
 def check_metric(runs: list[RunRecord], metric: str | None) -> str:
@@ -143,16 +144,36 @@ def objective_keys(metric: str, runs: list[RunRecord]) -> list[str]:
 
 
 def _split(group: Group, metric: str) -> tuple[list[RunRecord], list[tuple[RunRecord, str]]]:
+    """The runs a group averages and the others with why. A seed counts once: a second completed
+    run of a seed (the same run again, a copy) is one sample twice, and averaging both as
+    independent narrows the interval; the first by folder name is kept, whatever its value."""
     used, excluded = [], []
-    for run in group.runs:
+    first_of_seed: dict[int, RunRecord] = {}
+    for run in sorted(group.runs, key=lambda r: str(r.dir)):
         if not run.completed:
             excluded.append((run, f"{run.status}: not averaged"))
         elif run.final(metric) is None:
             excluded.append((run, f"no {metric}: not averaged"))
+        elif run.seed is not None and run.seed in first_of_seed:
+            first = first_of_seed[run.seed].dir.name
+            excluded.append((run, f"{REPEATED_SEED} {run.seed} (as {first}): not averaged"))
         else:
+            if run.seed is not None:
+                first_of_seed[run.seed] = run
             used.append(run)
     used.sort(key=lambda r: (r.seed is None, r.seed or 0, str(r.dir)))
     return used, excluded
+
+
+def repeated_seed_warnings(analysis: Analysis) -> list[str]:
+    """One line per run left out of its group's statistics for repeating a seed."""
+    return [
+        f"{result.group.name}: {run.dir}: {why} (one seed is one sample; give each run its own "
+        "seed)"
+        for result in analysis.groups
+        for run, why in result.excluded
+        if why.startswith(REPEATED_SEED)
+    ]
 
 
 def _history(run: RunRecord, metric: str) -> tuple[list[float], list[float]]:

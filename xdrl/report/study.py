@@ -158,10 +158,52 @@ def write_study_report(study: Any, sweep_dir: Path) -> Path:
 
 
 def plot_params(study: Any, path: Path) -> Path | None:
-    """``study-params.png``: the (first) objective of each complete trial against each searched
-    parameter, one panel per parameter (log axis for a log-scaled one, the choices in order for
-    a categorical one), coloured by trial number so the search's drift shows; pruned trials as
-    grey crosses at their last reported value. None when no trial is complete."""
+    """``study-params.png``: :func:`params_figure` saved to ``path`` (None when no trial is
+    complete)."""
+    import matplotlib.pyplot as plt
+
+    fig = params_figure(study)
+    if fig is None:
+        return None
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def log_ticks(low: float, high: float, most: int = 4) -> list[float]:
+    """At most ``most`` labelled ticks for a log axis from ``low`` to ``high``: the values 1, 2
+    and 5 times a power of ten inside it, else 1 and 5 times, else the powers of ten (every
+    second, third... when still too many); the two ends (two significant digits) when fewer
+    than two fall inside. Matplotlib's own labels every minor tick of an axis spanning about a
+    decade or less, and at a panel's width ``3x10^-4`` and ``4x10^-4`` overlapped."""
+    powers = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    inside: list[float] = []
+    for mantissas in ((1, 2, 5), (1, 5), (1,)):
+        inside = [m * 10.0**k for k in powers for m in mantissas if low <= m * 10.0**k <= high]
+        if len(inside) <= most:
+            break
+    inside = inside[:: math.ceil(len(inside) / most)] if len(inside) > most else inside
+    if len(inside) < 2:
+        inside = sorted({float(f"{low:.2g}"), float(f"{high:.2g}")})
+    return inside
+
+
+def _label_log_axis(ax: Any) -> None:
+    """A few readable labels on a log x axis (:func:`log_ticks`); minor ticks stay unlabelled."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    low, high = ax.get_xlim()
+    ax.xaxis.set_major_locator(FixedLocator(log_ticks(low, high)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:.2g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def params_figure(study: Any) -> Any | None:
+    """The figure of ``study-params.png``: the (first) objective of each complete trial against
+    each searched parameter, one panel per parameter (log axis for a log-scaled one, labelled
+    at a few round values; the choices in order for a categorical one), coloured by trial
+    number so the search's drift shows; pruned trials as grey crosses at their last reported
+    value. None when no trial is complete."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -201,15 +243,14 @@ def plot_params(study: Any, path: Path) -> Path | None:
             ax.set_xticks(range(len(choices)), [str(c) for c in choices])
         elif getattr(dist, "log", False):
             ax.set_xscale("log")
+            _label_log_axis(ax)
         ax.set_xlabel(name, fontsize=8)
         ax.set_ylabel("objective", fontsize=8)
     for ax in list(axes.flat)[len(names) :]:
         ax.set_visible(False)
     fig.colorbar(points, ax=axes, label="trial", fraction=0.03)
     fig.suptitle(f"Optuna study {study.study_name}: objective against each parameter", fontsize=9)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def plot_pareto(study: Any, path: Path) -> Path | None:

@@ -451,7 +451,11 @@ class _Segment:
         """``summary.json``: the outcome, whole-run timing and every segment's."""
         spec, frames = self.spec, int(self.run.trainer.collected_frames)
         now = time.perf_counter()
-        train_time = round(now - self.train_start, 3) if self.train_start is not None else 0.0
+        clock = self.run.clock  # the progress line's clock: start of training to the last batch
+        if clock is not None:
+            train_time = round(clock.seconds(), 3)
+        else:
+            train_time = round(now - self.train_start, 3) if self.train_start is not None else 0.0
         trained = frames - self.start_frames
         skip = spec.frame_skip  # emulator frames per agent step
         segment = {

@@ -6,14 +6,27 @@ changes the interpreter, torch or logging for the whole process is here.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
 import sys
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+# Library warnings xdrl knows to be harmless where it meets them: (message prefix, category, why).
+KNOWN_HARMLESS_WARNINGS: tuple[tuple[str, type[Warning], str], ...] = (
+    (
+        "Support of VecNormV2 for containers with non-empty batch-size",
+        UserWarning,
+        "xdrl keeps one set of statistics over the batch, shared frozen with the evaluation env "
+        "and saved with exported policies: tests/test_observation_norm.py",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,7 @@ def setup_process(
     from xdrl.training.speedups import cache_missing_pandas
 
     logging.raiseExceptions = False  # a log write to a full disk must not print a traceback
+    quiet_known_warnings()
     cache_missing_pandas()  # tensordict looks pandas up on every module call (~10% of PPO time)
     jobs = concurrent_jobs(_hydra_launcher())
     threads, cores = pick_threads(num_threads, hidden_sizes, jobs=jobs, workers=workers)
@@ -54,6 +68,35 @@ def setup_process(
     torch.set_num_threads(threads)
     plain_torchrl_logging()
     return ProcessSettings(num_threads=threads, interactive=sys.stdout.isatty())
+
+
+def quiet_known_warnings() -> None:
+    """Ignore the library warnings of :data:`KNOWN_HARMLESS_WARNINGS`, each by its message and
+    category, in this process (``xdrl-train``, ``xdrl-eval``, ``xdrl-export``); every other
+    warning still shows. TorchRL's VecNormV2 note was printed twice per
+    ``experiment=cartpole_novel_lstm`` run and again by ``xdrl-eval`` and ``xdrl-export``."""
+    for message, category, _why in KNOWN_HARMLESS_WARNINGS:
+        warnings.filterwarnings("ignore", message=re.escape(message), category=category)
+
+
+@contextlib.contextmanager
+def warning_lines(prog: str) -> Iterator[None]:
+    """xdrl's warnings while nothing has set up logging yet (the config check before Hydra
+    starts) as one stderr line each, ``<prog>: warning: <message>``, as its errors are
+    ``<prog>: config error: ...`` (Python's last-resort handler printed them bare). Where
+    logging is set up already its handlers keep them."""
+    logger = logging.getLogger("xdrl")
+    if logger.handlers or logging.getLogger().handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(f"{prog}: warning: %(message)s"))
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def concurrent_jobs(launcher: Mapping[str, Any] | None) -> int:

@@ -35,6 +35,7 @@ from xdrl.trainer_hooks.logging import (
     LoggingHookSet,
     ProgressBarHook,
     ProgressLineHook,
+    TrainingClock,
     WandbFinishHook,
     WandbFlushHook,
 )
@@ -75,6 +76,7 @@ class Run:
     precision: Precision = "fp32"  # the networks' arithmetic: fp32, or bf16 autocast
     stop_request: StopRequestHook | None = None  # a stop asked through <run_dir>/stop-request.json
     budget_from: int | None = None  # the resumed checkpoint's budget, when total_frames changed
+    clock: TrainingClock | None = None  # training time: the progress line's and summary.json's
 
     def close(self) -> None:
         """Close the environments (collector, evaluation) and stop the collector's worker
@@ -495,14 +497,18 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
     schedule = lr_schedule(spec.lr_schedule, spec.batches, optimizer)
     if schedule is not None:
         schedule.register(trainer)
+    clock = TrainingClock()  # the progress view's fps and summary.json's are both read from it
     if interactive:
-        ProgressBarHook(spec.total_frames, progress_hook=hook_set.progress_hook).register(trainer)
+        ProgressBarHook(
+            spec.total_frames, progress_hook=hook_set.progress_hook, clock=clock
+        ).register(trainer)
     else:
         ProgressLineHook(
             spec.total_frames,
             interval_s=spec.progress_interval_s,
             progress_hook=hook_set.progress_hook,
             frame_skip=spec.frame_skip,
+            clock=clock,
         ).register(trainer)
     is_wandb = isinstance(logger, WandbLogger)
     WandbFlushHook(enabled=is_wandb).register(trainer)
@@ -529,6 +535,7 @@ def build_trainer(spec: RunSpec | DictConfig, *, interactive: bool = False) -> R
         precision=precision,
         stop_request=stop_request,
         budget_from=budget_from,
+        clock=clock,
     )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import io
 import logging
+import multiprocessing
 import pickle
 from typing import Any
 
@@ -207,7 +208,10 @@ class EnvState:
         evaluation, eval_why = _eval_state(self.eval_env)
         why = "; ".join(w for w in (train_why, eval_why) if w) or None
         self.saved_note = why
-        if why and not self._warned and not _closed(self.train_env):
+        # Said by the run's own process only: each collector worker saves its envs too, and
+        # printed the line bare on stderr, once per worker; the run says it when it resumes.
+        in_worker = multiprocessing.parent_process() is not None
+        if why and not self._warned and not _closed(self.train_env) and not in_worker:
             log.warning("A resume from this run's checkpoints will be approximate: %s", why)
             self._warned = True
         blob = dumps({"train": train, "eval": evaluation, "approximate": why})

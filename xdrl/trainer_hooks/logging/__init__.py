@@ -24,7 +24,12 @@ from .counters import LoggingCountersHook
 from .evaluation import LoggingEvaluationMetricsHook
 from .evaluation_set import LoggingEvaluationHookSet
 from .hook_set import LoggingHookSet
-from .progress import LoggingProgressMetricsHook, ProgressBarHook, ProgressLineHook
+from .progress import (
+    LoggingProgressMetricsHook,
+    ProgressBarHook,
+    ProgressLineHook,
+    TrainingClock,
+)
 from .training import LoggingTrainingMetricsHook
 from .wandb_hooks import WandbFinishHook, WandbFlushHook
 
@@ -43,6 +48,7 @@ __all__ = [
     "LoggingTrainingMetricsHook",
     "ProgressBarHook",
     "ProgressLineHook",
+    "TrainingClock",
     "WandbFinishHook",
     "WandbFlushHook",
     "_as_float",

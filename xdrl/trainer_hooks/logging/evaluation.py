@@ -20,7 +20,12 @@ from xdrl.training.env_state import gym_envs
 
 from . import render as _render
 from ._common import EVAL_PREFIX, VIDEO_NAME
-from .evaluation_metrics import EvaluationInterrupted, evaluation_rollout, rollout_metrics
+from .evaluation_metrics import (
+    EvaluationInterrupted,
+    evaluation_rollout,
+    rollout_metrics,
+    unfinished_episodes,
+)
 from .video import FrameRecorder, log_video
 
 log = logging.getLogger(__name__)
@@ -124,6 +129,7 @@ class LoggingEvaluationMetricsHook(XdrlHook):
         self._last_eval_frames = 0
         self.interrupted_at: int | None = None
         self._pending_eval_time = 0.0
+        self._warned_cut = False  # max_steps cut episodes: said once per run
         self._base = f"{EVAL_PREFIX}/{metric_subgroup}"
         self._recorder = FrameRecorder(environment, self.render_kwargs, label=self._base)
 
@@ -172,6 +178,7 @@ class LoggingEvaluationMetricsHook(XdrlHook):
             )
             return {}
         self.interrupted_at = None
+        self._flag_cut_episodes(rollout)
         metrics = self._metrics(rollout)
         if self.render:
             recorder.finish()
@@ -183,6 +190,23 @@ class LoggingEvaluationMetricsHook(XdrlHook):
         self._last_eval_frames = max(self._last_eval_frames, int(step))
         self._pending_eval_time += time.perf_counter() - start
         return metrics
+
+    def _flag_cut_episodes(self, rollout: TensorDictBase) -> None:
+        """Warn (once per run) when ``max_steps`` cut episodes short: their returns are partial
+        (``eval.max_steps=1`` reported CartPole's return as 1.0). A warning, not a refusal: how
+        long an episode lasts depends on the env and the policy, so no value is wrong before
+        the rollout shows it."""
+        cut, n = unfinished_episodes(rollout)
+        if cut and not self._warned_cut:
+            self._warned_cut = True
+            log.warning(
+                "%s: %d of %d episodes had not ended after eval.max_steps=%d steps: their "
+                "returns are partial; raise eval.max_steps to the env's time limit",
+                self._base,
+                cut,
+                n,
+                self.max_steps,
+            )
 
     @contextlib.contextmanager
     def _eval_mode(self) -> Iterator[None]:

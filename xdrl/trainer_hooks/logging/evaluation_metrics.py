@@ -185,6 +185,16 @@ def episodes(
     )
 
 
+def unfinished_episodes(rollout: TensorDictBase) -> tuple[int, int]:
+    """``(cut, n)``: how many of the rollout's ``n`` first episodes had not ended (terminated or
+    truncated) when the rollout stopped at its ``max_steps``; their returns are partial."""
+    steps = rollout.shape[-1]
+    flat = rollout.reshape(-1, steps)
+    n = flat.shape[0]
+    done = flat.get(DEFAULT_DONE_KEY).reshape(n, steps, -1).any(-1).any(1)
+    return int((~done).sum().item()), n
+
+
 def rollout_metrics(
     rollout: TensorDictBase,
     subgroup: str,

@@ -118,12 +118,50 @@ def _clock(seconds: float) -> str:
     return str(datetime.timedelta(seconds=int(max(seconds, 0.0))))
 
 
+class TrainingClock:
+    """The one clock of a run's speed: from the start of training (the Trainer's ``setup``, just
+    before the first batch is collected) to the end of the latest batch (its collection,
+    optimization, logs and any evaluation). The step-0 evaluation, start-up, the final
+    checkpoint and stopping worker processes are outside it. The progress line's ``fps`` and
+    ``summary.json``'s ``train_time_s`` and ``frames_per_second`` both read it, so they agree
+    (``summary.json`` also counted the final checkpoint and the workers' shutdown: 1,162 fps
+    against the line's 4,606 with workers).
+
+    Example:
+        >>> clock = TrainingClock()
+        >>> clock.start(); ...; clock.mark()  # after each batch
+        >>> clock.seconds()
+        1.82
+    """
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.last_batch_end: float | None = None
+
+    def start(self) -> None:
+        """Training starts (once: a second ``setup`` keeps the first start)."""
+        if self.started is None:
+            self.started = time.perf_counter()
+
+    def mark(self) -> None:
+        """A batch ended."""
+        self.last_batch_end = time.perf_counter()
+
+    def seconds(self) -> float:
+        """Seconds from the start to the latest batch's end (0 before any batch)."""
+        if self.started is None or self.last_batch_end is None:
+            return 0.0
+        return max(self.last_batch_end - self.started, 0.0)
+
+
 class _ProgressView(TrainerHookBase):
-    """What the progress line and the progress bar share: the Trainer's frame count, and
-    ``_start`` at setup, ``__call__`` after each iteration's logs, ``_finish`` at shutdown. No
-    Trainer module: a run's checkpoints must not depend on whether it ran in a terminal."""
+    """What the progress line and the progress bar share: the Trainer's frame count, the
+    :class:`TrainingClock` (started at setup, marked after each iteration), and ``_start`` at
+    setup, ``__call__`` after each iteration's logs, ``_finish`` at shutdown. No Trainer
+    module: a run's checkpoints must not depend on whether it ran in a terminal."""
 
     trainer: Trainer | None = None
+    clock: TrainingClock
 
     def _frames(self) -> int:
         return int(self.trainer.collected_frames) if self.trainer is not None else 0
@@ -156,6 +194,8 @@ class ProgressLineHook(_ProgressView):
         stream: text stream to print to; None means the current ``sys.stdout``.
         progress_hook: where the last episode reward is read from (optional).
         frame_skip: frames per agent step; above 1 (Atari) the line also gives agent steps.
+        clock: the run's :class:`TrainingClock` (None: one of its own); ``fps`` and
+            ``elapsed`` are read from it, so they agree with ``summary.json``.
 
     Example:
         >>> line = ProgressLineHook(total_frames=100_000, progress_hook=hooks.progress_hook)
@@ -171,9 +211,11 @@ class ProgressLineHook(_ProgressView):
         *,
         progress_hook: LoggingProgressMetricsHook | None = None,
         frame_skip: int = 1,
+        clock: TrainingClock | None = None,
     ) -> None:
         self.total_frames = int(total_frames)
         self.frame_skip = int(frame_skip)
+        self.clock = clock if clock is not None else TrainingClock()
         self.interval_s = float(interval_s)
         self.stream = stream
         self.progress_hook = progress_hook
@@ -184,6 +226,7 @@ class ProgressLineHook(_ProgressView):
         self._last_printed_frames = -1
 
     def _start(self) -> None:
+        self.clock.start()
         self._start_time = self._last_print = time.perf_counter()
         self._start_frames = self._frames()
 
@@ -191,6 +234,7 @@ class ProgressLineHook(_ProgressView):
         if self._start_time is None:
             self._start()
             return
+        self.clock.mark()
         now = time.perf_counter()
         if now - self._last_print >= self.interval_s:
             self._print(now)
@@ -205,7 +249,7 @@ class ProgressLineHook(_ProgressView):
         frames = self._frames()
         self._last_print, self._last_printed_frames = now, frames
         stream = self.stream if self.stream is not None else sys.stdout
-        print(self.format_line(frames, now - (self._start_time or now)), file=stream, flush=True)
+        print(self.format_line(frames, self.clock.seconds()), file=stream, flush=True)
 
     def format_line(self, frames: int, elapsed: float) -> str:
         """The progress line for ``frames`` collected after ``elapsed`` seconds."""
@@ -259,6 +303,8 @@ class ProgressBarHook(_ProgressView):
         progress_hook: where the latest episode return is read from (optional).
         stream: where the bar is drawn; None means the current ``sys.stdout``.
         max_width: the widest the bar gets, whatever the terminal's width.
+        clock: the run's :class:`TrainingClock` (None: one of its own), marked after each
+            iteration.
 
     Example:
         >>> ProgressBarHook(100_000, progress_hook=hooks.progress_hook).register(trainer)
@@ -271,8 +317,10 @@ class ProgressBarHook(_ProgressView):
         progress_hook: LoggingProgressMetricsHook | None = None,
         stream: TextIO | None = None,
         max_width: int = 80,
+        clock: TrainingClock | None = None,
     ) -> None:
         self.total_frames = int(total_frames)
+        self.clock = clock if clock is not None else TrainingClock()
         self.progress_hook = progress_hook
         self.stream = stream
         self.max_width = int(max_width)
@@ -284,6 +332,7 @@ class ProgressBarHook(_ProgressView):
         from tqdm import tqdm
         from tqdm.contrib.logging import logging_redirect_tqdm
 
+        self.clock.start()
         if self.bar is not None:
             return
         stream = self.stream if self.stream is not None else sys.stdout
@@ -303,6 +352,7 @@ class ProgressBarHook(_ProgressView):
     def __call__(self, *_args: Any) -> None:
         if self.bar is None:
             self._start()
+        self.clock.mark()
         self._set_return()
         self.bar.update(self._frames() - self.bar.n)
 

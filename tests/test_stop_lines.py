@@ -124,12 +124,18 @@ CRASH_AT_FIRST_STEP = [
 
 
 @pytest.mark.parametrize(
-    "env",
-    [["env.id=tests.stop_envs:XdrlWorkerResetFails-v0"], CRASH_AT_FIRST_STEP],
+    ("env", "cause"),
+    [
+        (
+            ["env.id=tests.stop_envs:XdrlWorkerResetFails-v0"],
+            "RuntimeError: the simulator license server refused this worker",
+        ),
+        (CRASH_AT_FIRST_STEP, "simulated crash of the sub-env seeded 2"),
+    ],
     ids=["reset-raises-as-the-worker-starts", "first-step-raises"],
 )
 def test_a_worker_failing_before_any_checkpoint_gets_no_resume_advice(
-    tmp_path: Path, env: list[str]
+    tmp_path: Path, env: list[str], cause: str
 ) -> None:
     run_dir = tmp_path / "run"
     args = [*RUN, *WORKERS, "env=gym", *env, "total_frames=1024", f"run_dir={run_dir}"]
@@ -137,12 +143,9 @@ def test_a_worker_failing_before_any_checkpoint_gets_no_resume_advice(
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.splitlines()
-    assert re.fullmatch(
-        r"xdrl-train: error: collector worker [01] failed: (RuntimeError: the simulator license "
-        r"server refused this worker|SimulatorCrash: simulated crash of the sub-env seeded 2); "
-        r"no checkpoint yet: the same command starts afresh",
-        line,
-    ), line
+    assert re.match(r"xdrl-train: error: collector worker [01] failed: ", line), line
+    assert cause in line
+    assert line.endswith("; no checkpoint yet: the same command starts afresh"), line
     assert _checkpoints(run_dir) == []
 
 

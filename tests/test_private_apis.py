@@ -60,6 +60,8 @@ ATTRIBUTES = [
         ("torchrl.collectors", f"MultiAsyncCollector.{name}", "xdrl/training/workers.py")
         for name in ("_get_from_queue", "_should_use_random_frames")
     ),
+    # WorkerCollector._run_processes spawns the workers with the stop signals blocked
+    ("torchrl.collectors", "MultiCollector._run_processes", "xdrl/training/workers.py"),
     # RunObservationNorm.merge updates the run's statistics from the workers' raw observations
     ("torchrl.envs.transforms", "VecNormV2._stateful_update", "xdrl/training/worker_norm.py"),
     ("torchrl.checkpoint", "Checkpoint._local_path", "xdrl/training/checkpointing.py"),
@@ -125,6 +127,8 @@ SET_IN_SOURCE = [
     ("torchrl.envs.libs.gym", "GymWrapper", "self._env", "render.py, xdrl/training/env_state.py"),
     ("torchrl.collectors", "Collector", "self._carrier", "xdrl/training/env_state.py"),
     ("torchrl.collectors", "MultiCollector", "self._frames", "xdrl/training/workers.py"),
+    # WorkerCollector.procs watches TorchRL's list of workers as _run_processes spawns them
+    ("torchrl.collectors", "MultiCollector", "self.procs.append", "xdrl/training/workers.py"),
     # RayWorkerCollector.shutdown: stop the actors only if they started, release Ray's lease
     *(
         ("torchrl.collectors.distributed", "RayCollector", f"self.{name}", "ray_workers.py")
@@ -183,6 +187,10 @@ SIGNATURES = {
     ("torchrl.record.loggers.wandb", "WandbLogger._create_experiment"): (
         "(self)",
         "xdrl/training/loggers.py",
+    ),
+    ("torchrl.collectors", "MultiCollector._run_processes"): (
+        "(self) -> 'None'",
+        "xdrl/training/workers.py",
     ),
     # called
     **{

@@ -196,7 +196,8 @@ def test_a_killed_actor_stops_the_run_with_one_line(tmp_path: Path) -> None:
     proc = start_script("xdrl-train", args, tmp_path, WANDB_OFFLINE, stderr=subprocess.PIPE,
                         start_new_session=True)  # fmt: skip
     try:
-        wait_for(lambda: any((run_dir / "logs").rglob("total_frames.csv")), proc, timeout=300)
+        # a whole checkpoint (its checksums written last): the failure line then advises a resume
+        wait_for(lambda: any(run_dir.glob("checkpoints/*/checksums.json")), proc, timeout=300)
         started = _descendants(proc.pid)
         pids = _worker_pids(run_dir)
         assert len(pids) == 2 and set(pids) <= set(started)

@@ -316,7 +316,8 @@ def test_no_worker_outlives_the_run(tmp_path: Path, sig: signal.Signals, target:
     proc = start_script("xdrl-train", args, tmp_path, WANDB_OFFLINE, stderr=subprocess.PIPE,
                         start_new_session=True)  # fmt: skip
     try:
-        wait_for(lambda: any((run_dir / "logs").rglob("total_frames.csv")), proc)
+        # a whole checkpoint (its checksums written last): the failure line then advises a resume
+        wait_for(lambda: any(run_dir.glob("checkpoints/*/checksums.json")), proc)
         pids = _worker_pids(run_dir)
         assert len(pids) == 1 and not any(map(_gone, pids))
         if target == "group":  # as a terminal's Ctrl-C: the run and its workers get it

@@ -546,10 +546,11 @@ def run_command(args: list[str]) -> None:
 
         with lock_named_run_dir(args):
             train()
-    except KeyboardInterrupt:  # a second Ctrl-C, or one before training started
-        print(
-            "xdrl-train: aborted by Ctrl-C (no checkpoint written at that point)", file=sys.stderr
-        )
+    except KeyboardInterrupt as err:  # a second Ctrl-C, or one before training started
+        lifecycle = sys.modules.get("xdrl.run.lifecycle")  # its run printed what it left
+        if lifecycle is None or not isinstance(err, lifecycle.InterruptReported):
+            print("xdrl-train: aborted by Ctrl-C (no checkpoint written at that point)",
+                  file=sys.stderr)  # fmt: skip
         raise SystemExit(130) from None
     _exit_if_sweep_interrupted()
 

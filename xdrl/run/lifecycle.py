@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,15 @@ from omegaconf import DictConfig
 
 from xdrl.config.check import check_config
 from xdrl.config.errors import RunError, first_line, trace_to_log_files
-from xdrl.config.resume import saved_config
+from xdrl.config.resume import NEVER, saved_config
 from xdrl.config.spec import RunSpec
-from xdrl.run.layout import SUMMARY_FILE, write_atomically
+from xdrl.run.layout import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_NAME,
+    CHECKSUMS_FILE,
+    SUMMARY_FILE,
+    write_atomically,
+)
 from xdrl.run.lock import RunDirLock
 from xdrl.run.process import ProcessSettings
 from xdrl.run.segments import earlier_segments, segment_budget, whole_run_timing
@@ -41,7 +49,8 @@ def write_summary(run_dir: str, summary: dict[str, Any]) -> Path:
 
 class _StopRequest:
     """SIGINT (Ctrl-C), SIGTERM, SIGUSR2: let the current iteration finish, then stop; the
-    Trainer checkpoints. A second SIGINT aborts at once (``KeyboardInterrupt``, no checkpoint).
+    Trainer checkpoints. A second SIGINT aborts at once (``KeyboardInterrupt``; the run's line
+    then says which checkpoint it left, read from disk).
 
     Afterwards :meth:`forward` hands SIGTERM/SIGUSR2 to whoever listened before (submitit's
     handler requeues the SLURM job, whose next start resumes from the checkpoint), or exits
@@ -112,6 +121,43 @@ def _as_io_error(err: BaseException) -> OSError | None:
     return OSError(int(match["errno"]), match["what"], match["path"])
 
 
+class StoppedBeforeTraining(BaseException):
+    """SIGTERM or SIGUSR2 while the run was built (collector workers starting, a checkpoint
+    loading), raised from the signal's handler so that the build unwinds and stops what it
+    started; the signal's default action killed the process there, with no line and the
+    workers' semaphores leaked. A BaseException, as KeyboardInterrupt: no ``except Exception``
+    on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class InterruptReported(KeyboardInterrupt):
+    """Ctrl-C ended the run and the run printed its one stderr line (the CLI adds none)."""
+
+
+@contextlib.contextmanager
+def _stops_raise_while_building() -> Iterator[None]:
+    """Inside the block SIGTERM and SIGUSR2 raise :class:`StoppedBeforeTraining` where nobody
+    set a handler for them (one set by someone else, submitit's, is kept); SIGINT raises
+    ``KeyboardInterrupt`` already."""
+
+    def handle(signum: int, _frame: Any) -> None:
+        raise StoppedBeforeTraining(signum)
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGUSR2):
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                previous[sig] = signal.signal(sig, handle)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def _one_line(err: BaseException) -> str:
     """``Type: first line of the message``, for summary.json and the sweep table."""
     return f"{type(err).__name__}: {first_line(err)}" if str(err).strip() else type(err).__name__
@@ -150,9 +196,31 @@ def _run(
     start = time.perf_counter()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
-        run_ = _build(spec, interactive)
+        with _stops_raise_while_building():
+            run_ = _build(spec, interactive)
     except RunComplete as done:
         return _already_complete(spec, done)
+    except (KeyboardInterrupt, StoppedBeforeTraining) as err:
+        raise _stopped_before_training(spec, err) from None
+    except WorkerFailed as err:  # a worker failed as it started: one line, trace in the log
+        trace_to_log_files(err, "Run failed", log)
+        raise RunError(f"{err}; {_after_failure(spec, None)}") from err
+    try:
+        return _train(spec, run_, start, started, accept)
+    except KeyboardInterrupt:  # Ctrl-C again: in the iteration, its checkpoint or the close
+        frames = int(run_.trainer.collected_frames)
+        print(
+            f"xdrl-train: aborted by Ctrl-C at {frames:,} frames in {spec.run_dir}; "
+            f"{_what_was_saved(spec, frames)}",
+            file=sys.stderr,
+        )
+        raise InterruptReported from None
+
+
+def _train(
+    spec: RunSpec, run_: Run, start: float, started: str, accept: Callable[[], None] | None
+) -> float | None:
+    """Train the built run, write its summary and close it; one stderr line if it ended early."""
     trainer = run_.trainer
     segment = _Segment(spec, run_, start, started)
     status, error = "failed", None
@@ -164,12 +232,14 @@ def _run(
             _evaluate_and_train(spec, run_, stop, segment)
         status = _final_status(stop, trainer, run_)
     except KeyboardInterrupt:
-        status, error = "interrupted", "aborted by a second Ctrl-C; no checkpoint at the stop"
+        frames = int(trainer.collected_frames)
+        status = "interrupted"
+        error = f"aborted by Ctrl-C; {_what_was_saved(spec, frames, advice=False)}"
         raise
     except WorkerFailed as err:  # one line naming the worker and its cause; trace in the log
         error = str(err)
         trace_to_log_files(err, "Run failed", log)
-        raise RunError(f"{error}; {_after_failure(spec)}") from err
+        raise RunError(f"{error}; {_after_failure(spec, int(trainer.collected_frames))}") from err
     except (OSError, RuntimeError) as err:  # a full disk, a lost mount: one line, trace in the log
         io_error = _as_io_error(err)
         if io_error is None:
@@ -219,10 +289,17 @@ def _say_how_it_ended(
             f"{_what_was_saved(spec, frames)}",
             file=sys.stderr,
         )
+    elif stop.signal:  # SIGTERM, SIGUSR2
+        print(
+            f"xdrl-train: stopped by {stop.signal} at {frames:,} frames in {spec.run_dir}; "
+            f"{_what_was_saved(spec, frames)}",
+            file=sys.stderr,
+        )
     elif request is not None and status == request["status"]:
+        # a sweep does not run a pruned job again: no advice to continue it
         print(
             f"xdrl-train: {status} at {frames:,} frames in {spec.run_dir} ({request['reason']}); "
-            f"{_what_was_saved(spec, frames)}",
+            f"{_what_was_saved(spec, frames, advice=status != 'pruned')}",
             file=sys.stderr,
         )
 
@@ -253,20 +330,75 @@ def _evaluate_and_train(spec: RunSpec, run_: Run, stop: _StopRequest, segment: _
         run_.trainer.train()
 
 
-def _what_was_saved(spec: RunSpec, frames: int) -> str:
-    """What an interrupted run leaves behind, for its last stderr line."""
+def _stopped_before_training(
+    spec: RunSpec, err: KeyboardInterrupt | StoppedBeforeTraining
+) -> BaseException:
+    """Print the line of a run stopped while it was built (workers starting, a checkpoint
+    loading) and return what to raise: :class:`InterruptReported` for Ctrl-C, else the exit
+    code 128+signal."""
+    saved = _what_was_saved(spec, None)
+    if isinstance(err, StoppedBeforeTraining):
+        print(
+            f"xdrl-train: stopped by {err} before training started in {spec.run_dir}; {saved}",
+            file=sys.stderr,
+        )
+        return SystemExit(128 + err.signum)
+    print(
+        f"xdrl-train: aborted by Ctrl-C before training started in {spec.run_dir}; {saved}",
+        file=sys.stderr,
+    )
+    return InterruptReported()
+
+
+def _what_was_saved(spec: RunSpec, frames: int | None, *, advice: bool = True) -> str:
+    """What a run stopped at ``frames`` (None: before it trained) leaves to continue from, read
+    from disk, and (``advice``) the command that continues it."""
     if not spec.checkpoint.enabled:
         return "logs written, no checkpoint (checkpoint.enabled=false)"
-    if frames == 0:  # stopped in the step-0 evaluation
+    newest = _newest_checkpoint(spec.run_dir)
+    if newest is None:
+        if not advice:
+            return "no checkpoint"
+        if spec.resume is not None and spec.resume != NEVER:  # it loads that one again
+            return f"no checkpoint yet: the same command starts again from resume={spec.resume}"
         return "no checkpoint yet: the same command starts afresh"
-    return "checkpoint and logs written; run the same command again to continue"
+    if frames is None or newest >= frames:
+        saved = f"checkpoint at {newest:,} frames"
+    else:
+        saved = f"no checkpoint at {frames:,} frames, the last is at {newest:,}"
+    return f"{saved}; {_rerun(spec)} to continue" if advice else saved
 
 
-def _after_failure(spec: RunSpec) -> str:
-    """What a run that failed in training leaves, for its one stderr line."""
+def _after_failure(spec: RunSpec, frames: int | None) -> str:
+    """What a run that failed in training leaves, for its one stderr line: resume advice only
+    where a checkpoint is on disk (a worker that failed before the first one leaves none)."""
     if not spec.checkpoint.enabled:
         return "no checkpoint (checkpoint.enabled=false)"
+    if _newest_checkpoint(spec.run_dir) is None:
+        return _what_was_saved(spec, frames)
+    if spec.resume is not None:
+        return f"{_rerun(spec)} to resume from the last checkpoint"
     return "run the same command to resume from the last checkpoint"
+
+
+def _rerun(spec: RunSpec) -> str:
+    """The command that continues the run dir from its newest checkpoint: the same one, unless
+    it names ``resume`` (which starts afresh or from that checkpoint again)."""
+    own = {Path(spec.run_dir).resolve(), (Path(spec.run_dir) / CHECKPOINT_DIR).resolve()}
+    if spec.resume is None or Path(spec.resume).expanduser().resolve() in own:
+        return "run the same command again"
+    return f"run the same command without resume={spec.resume}"
+
+
+def _newest_checkpoint(run_dir: str | Path) -> int | None:
+    """The frames of the newest whole checkpoint under ``run_dir`` (one whose ``checksums.json``,
+    written last, is there; a save a second Ctrl-C cut short is not), None when there is none."""
+    frames = [
+        int(match[1])
+        for path in (Path(run_dir) / CHECKPOINT_DIR).glob("checkpoint-*")
+        if (match := CHECKPOINT_NAME.fullmatch(path.name)) and (path / CHECKSUMS_FILE).is_file()
+    ]
+    return max(frames, default=None)
 
 
 def _final_status(stop: _StopRequest, trainer: Any, run_: Run) -> str:

@@ -20,7 +20,10 @@ worker's envs in threads (:func:`set_env_threads`). The rest xdrl adds is proces
 - :func:`worker_init` runs first in each worker: the worker dies with the run
   (``PR_SET_PDEATHSIG``, also when the run is SIGKILLed) and ignores SIGINT/SIGTERM/SIGUSR2, which
   a terminal or SLURM sends to the whole process group: the run stops its workers itself, after
-  the checkpoint, which asks them for their state.
+  the checkpoint, which asks them for their state. A worker is spawned with those signals blocked
+  (:meth:`WorkerCollector._run_processes`), so one sent while it still imports torch (~5 s,
+  before ``worker_init`` runs) waits and is then ignored; a run stopped then kills its
+  half-started workers instead of waiting for them.
 - :class:`WorkerCollector` names a failed worker and its cause in one line
   (:class:`WorkerFailed`): the worker's collector (:class:`FaultReportingCollector`) writes the
   exception into a file before the worker exits, where TorchRL's parent only sees an exit code.
@@ -92,10 +95,18 @@ class WorkerFailed(RuntimeError):
     """A collector worker died: which one and why, in one line."""
 
 
+# What a terminal (Ctrl-C) or a scheduler (SIGTERM; SLURM's USR2) sends the run's whole process
+# group, workers included: the run stops its workers itself.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2)
+
+
 def worker_init() -> None:
-    """First thing in a worker process: die with the parent, leave stop signals to it."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2):
+    """First thing in a worker process: die with the parent, leave stop signals to it (ignored
+    from here on; one that arrived while the worker started, blocked since its spawn, is dropped
+    as the block lifts)."""
+    for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         import ctypes
 
@@ -110,7 +121,9 @@ def worker_init() -> None:
 class _FaultReporting:
     """What both worker collectors add to theirs: the exception that ends collection is written
     into ``<fault_dir>/worker-<i>.txt`` (one line) and exits the worker with code 1, no
-    traceback; ``state_dict`` also holds the envs mid-episode, the episodes in progress and the
+    traceback (one that fails the collector's construction, such as an env whose ``reset``
+    raises, is written there too, then left to TorchRL's runner to report); ``state_dict`` also
+    holds the envs mid-episode, the episodes in progress and the
     torch generator (:class:`~xdrl.training.env_state.EnvState`'s pickle), so a resume is exact."""
 
     _fault_dir: str | None
@@ -126,11 +139,17 @@ class _FaultReporting:
         try:
             yield from super().iterator()  # type: ignore[misc]
         except Exception as err:  # noqa: BLE001 - any env or policy error ends this worker
-            text = str(err).strip()
-            line = f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
-            path = Path(self._fault_dir) / _FAULT_FILE.format(self._worker)
-            path.write_text(line + "\n", encoding="utf-8")
+            self._write_fault(err)
             raise SystemExit(1) from err
+
+    def _write_fault(self, err: BaseException) -> None:
+        """``Type: first line`` of ``err`` into the file the run reads (a Ray actor has none)."""
+        if self._fault_dir is None:
+            return
+        text = str(err).strip()
+        line = f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
+        path = Path(self._fault_dir) / _FAULT_FILE.format(self._worker)
+        path.write_text(line + "\n", encoding="utf-8")
 
     def state_dict(self) -> OrderedDict:
         """The collector's ``state_dict`` with this worker's episodes and torch generator."""
@@ -170,7 +189,11 @@ class FaultReportingCollector(_FaultReporting, Collector):
     def __init__(self, *args: Any, fault_dir: str | None, **kwargs: Any) -> None:
         self._fault_dir = fault_dir
         self._worker = kwargs.get("worker_idx")
-        super().__init__(*args, **kwargs)
+        try:
+            super().__init__(*args, **kwargs)
+        except Exception as err:
+            self._write_fault(err)
+            raise
 
 
 class LeanWorkerCollector(_FaultReporting, VectorCollector):
@@ -218,15 +241,19 @@ class LeanWorkerCollector(_FaultReporting, VectorCollector):
     ) -> None:
         self._fault_dir = fault_dir
         self._worker = self.worker_idx = worker_idx
-        env = create_env_fn(**(create_env_kwargs or {}))
-        policy = policy_factory() if policy_factory is not None else policy
-        super().__init__(
-            env,
-            policy,
-            frames_per_batch=frames_per_batch,
-            total_frames=total_frames if total_frames >= 0 else sys.maxsize,
-            init_random_frames=init_random_frames or 0,
-        )
+        try:
+            env = create_env_fn(**(create_env_kwargs or {}))
+            policy = policy_factory() if policy_factory is not None else policy
+            super().__init__(
+                env,
+                policy,
+                frames_per_batch=frames_per_batch,
+                total_frames=total_frames if total_frames >= 0 else sys.maxsize,
+                init_random_frames=init_random_frames or 0,
+            )
+        except Exception as err:
+            self._write_fault(err)
+            raise
         self._out: TensorDictBase | None = None
 
     def iterator(self) -> Iterator[TensorDictBase]:
@@ -241,6 +268,77 @@ class LeanWorkerCollector(_FaultReporting, VectorCollector):
             else:
                 self._out.update_(batch)
             yield self._out
+
+
+class _StopsWhileStarting:
+    """Hold back the stop signals while TorchRL starts the workers: blocked in this thread
+    until :meth:`unblock` (the workers spawned meanwhile inherit the block), handled by a
+    handler that only notes the signal and calls ``on_stop`` (kill the workers) until the block
+    exits; :meth:`deliver` then sends the noted signal again to the handler it replaced (the
+    run's: ``KeyboardInterrupt``, a stop before training). Signals ignored, or any outside the
+    main thread, are left alone.
+
+    Args:
+        on_stop: called once, at the first stop signal.
+
+    Example:
+        >>> with _StopsWhileStarting(on_stop=kill) as stops: ...
+        >>> stops.deliver()  # where a signal arrived
+    """
+
+    def __init__(self, on_stop: Callable[[], None]) -> None:
+        self.on_stop = on_stop
+        self.signum: int | None = None
+        self._handlers: dict[int, Any] = {}
+        self._mask: set[int] | None = None
+
+    def __enter__(self) -> _StopsWhileStarting:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                if signal.getsignal(sig) != signal.SIG_IGN:
+                    self._handlers[sig] = signal.signal(sig, self._note)
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        return self
+
+    def _note(self, signum: int, _frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+            log.warning("%s received while the collector workers start: stopping them",
+                        signal.Signals(signum).name)  # fmt: skip
+            self.on_stop()
+
+    def unblock(self) -> None:
+        """Let the stop signals in again (a blocked one is noted now)."""
+        mask, self._mask = self._mask, None
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.unblock()
+        for sig, handler in self._handlers.items():
+            signal.signal(sig, handler)
+
+    def deliver(self) -> None:
+        """Send the noted signal to the handler it was kept from; raise if that one returns
+        (a handler that neither raises nor exits: the workers are gone all the same)."""
+        assert self.signum is not None
+        name = signal.Signals(self.signum).name
+        signal.raise_signal(self.signum)
+        raise WorkerFailed(f"collector workers stopped by {name} while they started")
+
+
+class _SpawnWatch(list):
+    """TorchRL's list of worker processes, which it appends to as it spawns them: calls
+    ``spawned`` once it holds ``expected``."""
+
+    def __init__(self, procs: list[Any], expected: int, spawned: Callable[[], None]) -> None:
+        super().__init__(procs)
+        self.expected, self.spawned = expected, spawned
+
+    def append(self, proc: Any) -> None:
+        super().append(proc)
+        if len(self) == self.expected:
+            self.spawned()
 
 
 def resume_note(workers: list[Any]) -> str | None:
@@ -279,12 +377,75 @@ class WorkerCollector(MultiCollector):
         self.fault_dir = fault_dir
         self.observation_norm = observation_norm
         self.resume_note: str | None = None
+        self._children_before: set[Any] | None = None  # this process's children before its own
+        self._stops = _StopsWhileStarting(on_stop=self._kill_workers)
         _STARTED.add(self)
         try:
             super().__init__(*args, **kwargs)
-        except BaseException:  # a worker that failed to start: stop the others, then raise
+        except Exception:  # a worker that failed to start: stop the others, then raise
             self.shutdown(raise_on_error=False)
             raise
+        except BaseException:  # a stop (Ctrl-C, SIGTERM) while they start: nothing to save
+            self._kill_workers()
+            self.shutdown(raise_on_error=False)
+            raise
+
+    @property
+    def procs(self) -> list[Any]:
+        """The worker processes (TorchRL's list; empty until :meth:`_run_processes` made it)."""
+        return self.__dict__.get("_procs", [])
+
+    @procs.setter
+    def procs(self, procs: list[Any]) -> None:
+        self._procs = _SpawnWatch(procs, self.num_workers, self._spawned)
+
+    def _run_processes(self) -> None:
+        """TorchRL's worker start, the stop signals held back (:class:`_StopsWhileStarting`):
+        blocked while the workers are spawned, so each inherits them blocked and keeps them
+        until :func:`worker_init` ignores them (unblocked, a worker still importing torch died
+        of SIGTERM or printed its ``KeyboardInterrupt`` traceback: two workers, 96 lines before
+        the run's line), then noted instead of raised while TorchRL waits for the workers (a
+        ``KeyboardInterrupt`` raised inside TorchRL's spawn loop became tensordict's
+        "Converting a tensordict to boolean value" error). A stop kills the starting workers at
+        once and is handed to the run's own handler once TorchRL has returned.
+
+        A worker whose collector failed to build (an env whose ``reset`` raises) wrote its
+        cause: :class:`WorkerFailed` names it in one line, where TorchRL re-raised it with the
+        worker's traceback."""
+        self._children_before = set(multiprocessing.active_children())
+        with _StopsWhileStarting(on_stop=self._kill_workers) as stops:
+            self._stops = stops
+            try:
+                super()._run_processes()  # type: ignore[misc]
+            except Exception as err:
+                if stops.signum is None:
+                    failed = self._first_failure()  # before TorchRL's shutdown removes them
+                    if failed is not None:
+                        raise WorkerFailed(failed) from err
+                    raise
+            finally:
+                if stops.signum is not None:
+                    self._kill_workers()  # those spawned after the signal too
+        if stops.signum is not None:
+            stops.deliver()
+
+    def _spawned(self) -> None:
+        """Every worker is spawned: log their pids (the workers now import torch and build their
+        envs), then let the stop signals in (:meth:`_StopsWhileStarting.unblock`)."""
+        log.info("Collector workers spawned (pids %s): waiting for them to start",
+                 ", ".join(str(p.pid) for p in self.procs))  # fmt: skip
+        self._stops.unblock()
+
+    def _kill_workers(self) -> None:
+        """SIGKILL every worker still alive (workers ignore SIGTERM, and one still starting
+        does not read TorchRL's close message: its shutdown waited 10 s for it), including one
+        started but not yet in :attr:`procs`."""
+        before = self._children_before
+        started = set(multiprocessing.active_children()) - before if before is not None else set()
+        for proc in [*self.procs, *started]:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                if proc.is_alive():
+                    proc.kill()
 
     def iterator(self) -> Iterator[TensorDictBase]:
         """``MultiSyncCollector.iterator``, a dead worker named; the batches lose the

@@ -39,6 +39,13 @@ QUIET = ["logging=none", "eval=none", "checkpoint=none"]
 # one-batch run took 3.8 s alone and 8.9 s in the suite). Set before the warm interpreter starts.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# The test envs (tests/user_envs.py, tests/stop_envs.py) stand for a user's installed package
+# (`env.id=tests.user_envs:XdrlCorridor-v0`): every console script the suite starts can import
+# them, wherever its working folder is. Set before the warm interpreter starts.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+)
+
 # W&B never reaches a server from a test; the environment of every xdrl-train subprocess.
 WANDB_OFFLINE = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 ENV = {**os.environ, **WANDB_OFFLINE}

@@ -202,14 +202,22 @@ def in_workspace(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 
     monkeypatch.chdir(workspace)
     monkeypatch.syspath_prepend(str(workspace / "user"))
-    registered, imported = set(gymnasium.registry), set(sys.modules)
+
+    def ours(name: str) -> bool:
+        return any(name == m or name.startswith(f"{m}.") for m in REGISTERING)
+
+    # What an earlier test of this process registered (xdrl.envs.testing) is hidden meanwhile.
+    hidden_ids = {
+        i: gymnasium.registry.pop(i) for i in REGISTERING.values() if i in gymnasium.registry
+    }
+    hidden_modules = {name: sys.modules.pop(name) for name in list(sys.modules) if ours(name)}
     yield workspace
-    for module, env_id in REGISTERING.items():
-        if env_id not in registered:
-            gymnasium.registry.pop(env_id, None)
-        for name in set(sys.modules) - imported:
-            if name == module or name.startswith(f"{module}."):
-                del sys.modules[name]
+    for env_id in REGISTERING.values():
+        gymnasium.registry.pop(env_id, None)
+    for name in [name for name in sys.modules if ours(name)]:
+        del sys.modules[name]
+    gymnasium.registry.update(hidden_ids)
+    sys.modules.update(hidden_modules)
 
 
 @contextlib.contextmanager

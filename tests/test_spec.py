@@ -106,9 +106,11 @@ def test_single_run_checks_its_config_once_and_both_saved_configs_agree(tmp_path
 
 
 def test_each_sweep_job_checks_its_config_once(tmp_path: Path) -> None:
+    """One check per job, and one of the first job's config before any starts (a value every
+    job gets stops the sweep there, in one line)."""
     calls, result = _train_counting_checks(
         ["-m", *SMALL, "seed=0,1", "logging=none", "eval=none", "checkpoint=none"], tmp_path
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(list(tmp_path.glob("multirun/*/*/*/summary.json"))) == 2
-    assert calls == 2  # one per job
+    assert calls == 3  # the sweep's pre-check of its first job, then one per job

@@ -319,3 +319,21 @@ def test_a_fault_names_the_sub_env_and_its_episode_step() -> None:
     with pytest.raises(EnvFault, match=r"\(sub-env 1\) returned NaN in its observation at step 3"):
         env.step_numpy(np.array([1, 1]))
     env.close()
+
+
+def test_a_run_closes_every_gymnasium_env_it_made(tmp_path: Path) -> None:
+    """The run's close reaches each sub-env of the training and evaluation envs: a user env holding
+    a simulator, a socket or a file sees its ``close()`` once: the env the pre-check makes to read
+    the spaces, 2 training envs and 3 evaluation envs, 6 closes. VectorGymEnv used to look
+    closed from birth, so only the pre-check's env was closed (1)."""
+    log = tmp_path / "closed.log"
+    result = run_cli(
+        ["env=gym", "env.id=tests.user_envs:XdrlClosingCorridor-v0",
+         f"+env.make_kwargs.closed_log={log}", "env.num_envs=2", "eval.episodes=3",
+         "frames_per_batch=64", "total_frames=128", "logging=none", "num_threads=1",
+         f"hydra.run.dir={tmp_path / 'run'}"],
+        tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    pids = log.read_text().split()
+    assert len(pids) == 6, pids

@@ -185,12 +185,28 @@ class FaultyCorridor(Corridor):
         return obs, reward, terminated, truncated, info
 
 
+class ClosingCorridor(Corridor):
+    """The corridor that appends a line to the file ``closed_log`` when it is closed: a test
+    counts the instances a run closed."""
+
+    def __init__(self, length: int = 8, closed_log: str = "") -> None:
+        super().__init__(length)
+        self.closed_log = closed_log
+
+    def close(self) -> None:
+        if self.closed_log:
+            with open(self.closed_log, "a") as log:
+                log.write(f"{os.getpid()}\n")
+        super().close()
+
+
 for _name, _entry in {
     "XdrlMatchTargets-v0": MatchTargets,
     "XdrlMatchBits-v0": MatchBits,
     "XdrlUnboundedCorridor-v0": UnboundedCorridor,
     "XdrlOffsetCorridor-v0": OffsetCorridor,
     "XdrlFaultyCorridor-v0": FaultyCorridor,
+    "XdrlClosingCorridor-v0": ClosingCorridor,
 }.items():
     if _name not in gymnasium.envs.registry:
         gymnasium.register(_name, entry_point=_entry, max_episode_steps=50)

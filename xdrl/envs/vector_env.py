@@ -121,6 +121,10 @@ class VectorGymEnv(EnvBase):
             envs = [wrap(env) for env in envs]
         envs = [encode(env, observation_encoding) for env in envs]
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
+        # EnvBase starts "closed" unless a subclass says otherwise (GymLikeEnv does): without this
+        # the run's close() and the collector's shutdown skipped the sub-envs, whose close() never
+        # ran (a user env holding a simulator or a file kept it to the end of the process).
+        self.is_closed = False
         self.env_id = env_id
         self.frame_skip = int(frame_skip)
         self._envs: list[gymnasium.Env] = envs

@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # workers on two cores halve the wall time; one file stays on one worker (module fixtures).
 TEST_WORKERS ?= 2
 
-.PHONY: install train test test-slow test-extra test-all test-slurm lint format docs bench bench-venv check-presets slurm-start slurm-stop clean
+.PHONY: install train test test-slow test-learning learning-gate-update test-extra test-all test-slurm lint format docs bench bench-venv check-presets slurm-start slurm-stop clean
 
 install: $(STAMP)
 
@@ -31,11 +31,21 @@ train: install
 # console-script process of the suite compiled xdrl's ~120 modules from source (0.05 s of CPU each).
 test: install
 	$(BIN)/python -m compileall -q xdrl hydra_plugins >/dev/null
-	$(BIN)/python -m pytest -m "not slow and not slurm and not extra" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not slurm and not extra and not learning" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## Training-quality checks (marker slow: a recipe trained to its known optimum); CI runs them too.
 test-slow: install
 	$(BIN)/python -m pytest -m "slow and not slurm and not extra" $(PYTEST_ARGS)
+
+## The learning gate (marker learning): each preset's short same-seed run against its reference
+## curve in benchmarks/learning_gate/references/, two runs at a time; CI runs it after test-slow.
+test-learning: install
+	$(BIN)/python -m pytest -m learning $(PYTEST_ARGS)
+
+## Rewrite learning-gate references (all, or PRESETS="lunarlander_ppo cartpole_ppo"); review the diff.
+PRESETS ?=
+learning-gate-update: install
+	$(BIN)/python -m benchmarks.learning_gate update $(if $(PRESETS),--preset $(PRESETS))
 
 ## Tests of extras make test does not install (marker extra): installs them (ray), then runs them.
 EXTRA_TESTS ?= ray

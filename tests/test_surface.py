@@ -342,6 +342,7 @@ def test_the_study_plot_labels_a_log_axis_without_overlap(low: float, high: floa
     assert all(b[0] > a[1] for a, b in zip(boxes, boxes[1:], strict=False)), boxes
 
 
+@pytest.mark.slow  # worker processes, a stop and a resume (43 s of make test on 2 cores)
 def test_workers_do_not_each_print_the_approximate_resume_note(tmp_path: Path) -> None:
     """With ``env.batching=parallel`` inside worker processes each worker printed "A resume
     from this run's checkpoints will be approximate" bare on stderr (twice with two workers);

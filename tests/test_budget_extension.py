@@ -130,7 +130,7 @@ def test_a_run_resumed_mid_way_under_a_lowered_budget_ends_at_the_new_budget(
     assert (last["budget_frames"], last["budget_changed_from"]) == (1536, 2048)
 
 
-@pytest.mark.slow  # worker processes twice (21 s of make test); in process above
+@pytest.mark.slow  # worker processes twice (21 s of make test); without them above
 def test_a_finished_run_with_collector_workers_extended_trains(tmp_path: Path) -> None:
     """``collector=multiprocess``: a finished 1,024-frame run extended to 3,072 trains every
     batch past 1,024 at the re-anchored learning rate."""

@@ -107,23 +107,17 @@ def code_version() -> str:
     """The checkout's commit (``+dirty`` with uncommitted changes to tracked files), or
     ``unknown`` outside git."""
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        commit = _git("rev-parse", "--short=12", "HEAD")
+        dirty = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("+dirty" if dirty else "")
+
+
+def _git(*args: str) -> str:
+    """What ``git args`` prints in the checkout, stripped."""
+    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 
 def run_preset(preset: GatedPreset, run_dir: Path, extra: list[str] | None = None) -> RunResult:

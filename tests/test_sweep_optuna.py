@@ -53,7 +53,9 @@ def test_an_invalid_sample_fails_its_trial_only_and_the_study_continues(tmp_path
         [*SEARCH, "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={sweep_dir}"], cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr
+    # stderr holds the failed trial's one line; Optuna's own lines are in the log (stdout)
+    failed = "xdrl-train: config error: algorithm.build.epochs: got 0 (int), too small"
+    assert [line for line in result.stderr.splitlines() if not line.startswith(failed)] == []
     logged = result.stdout + result.stderr
     assert logged.count("range(0,2) can sample invalid values") == 1  # said once, up front
     sampled = {job: _epochs_sampled(sweep_dir, job) for job in ("0", "1")}
@@ -80,7 +82,7 @@ def test_an_invalid_sample_fails_its_trial_only_and_the_study_continues(tmp_path
         [*SEARCH, "hydra.sweeper.n_trials=3", f"hydra.sweep.dir={sweep_dir}"], cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Using an existing study" in result.stdout + result.stderr
+    assert "Using an existing study" in result.stdout
     assert [n for n, _ in _trials(sweep_dir / "optuna.db")] == [0, 1, 2]
     assert (sweep_dir / "2" / "summary.json").is_file() or (sweep_dir / "2" / ".hydra").is_dir()
     results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())

@@ -525,6 +525,10 @@ class OptunaSweeper(Sweeper):
     def _study(self, sweep_dir: Path) -> Any:
         import optuna
 
+        # Optuna's own lines ("A new study created", "Trial 3 failed") join the sweep's log
+        # (stdout and the sweep's log file) instead of its own handler on stderr.
+        optuna.logging.disable_default_handler()
+        optuna.logging.enable_propagation()
         assert self.config is not None
         storage = self.storage or f"sqlite:///{(sweep_dir / STUDY_FILE).resolve()}"
         name = self.study_name or str(self.config.hydra.job.name)

@@ -323,6 +323,21 @@ def pendulum_transitions(n: int = 64, *, seed: int = 0) -> Any:
     )
 
 
+def train_each(
+    tmp_path_factory: pytest.TempPathFactory, runs: dict[str, list[str]], common: list[str]
+) -> dict[str, Path]:
+    """Train each named run of ``runs`` (overrides after ``common``) once, in process: name ->
+    run dir (for module-scoped fixtures whose tests read the same trained runs)."""
+    import xdrl.run.lifecycle
+
+    out = {}
+    for name, overrides in runs.items():
+        run_dir = tmp_path_factory.mktemp(name) / "run"
+        xdrl.run.lifecycle.run(compose_config([*common, *overrides], run_dir))
+        out[name] = run_dir
+    return out
+
+
 def read_summary(run_dir: Path) -> dict:
     """The run's summary.json."""
     return json.loads((run_dir / "summary.json").read_text())

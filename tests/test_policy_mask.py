@@ -25,7 +25,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import xdrl
 import xdrl.run.lifecycle
-from tests.conftest import compose_config, read_summary, run_script
+from tests.conftest import read_summary, run_script, train_each
 from xdrl.policy.export import export_policy
 from xdrl.policy.loading import LoadedPolicy
 from xdrl.trainer_hooks.observation_norm import observation_norm
@@ -53,12 +53,9 @@ STEPS = 200
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each run of ``RUNS``, trained once (256 frames) in process: name -> run dir."""
-    out = {}
-    for name, overrides in RUNS.items():
-        run_dir = tmp_path_factory.mktemp(name) / "run"
-        xdrl.run.lifecycle.run(compose_config([*SMALL, *overrides], run_dir))
+    out = train_each(tmp_path_factory, RUNS, SMALL)
+    for run_dir in out.values():
         assert read_summary(run_dir)["status"] == "completed"
-        out[name] = run_dir
     return out
 
 

@@ -23,7 +23,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import LSTMModule, set_recurrent_mode
 
 import xdrl.run.lifecycle
-from tests.conftest import compose_config, read_summary, run_cli
+from tests.conftest import compose_config, read_summary, run_cli, train_each
 from tests.test_exact_resume import _assert_same_run, _left_by_a_kill_after
 from tests.test_export import _guide_example, _run_example
 from xdrl.algorithms import ppo
@@ -332,12 +332,7 @@ FRAMES = {"ppo-lstm-preset": 384, "a2c-gru-pendulum": 256}
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each run of ``RUNS`` trained once (256 frames) in process: name -> run dir."""
-    out = {}
-    for name, overrides in RUNS.items():
-        run_dir = tmp_path_factory.mktemp(name) / "run"
-        xdrl.run.lifecycle.run(compose_config([*SMALL, *overrides], run_dir))
-        out[name] = run_dir
-    return out
+    return train_each(tmp_path_factory, RUNS, SMALL)
 
 
 @pytest.fixture(scope="module")

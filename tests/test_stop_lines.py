@@ -30,18 +30,11 @@ from tests.conftest import (
     start_script,
     wait_for,
 )
+from tests.test_workers import RUN as WORKER_RUN
 from xdrl.run.layout import STOP_REQUEST_FILE
 from xdrl.trainer_hooks.stop_request import write_stop_request
 
-RUN = [
-    "num_threads=1",
-    "frames_per_batch=256",
-    "env.num_envs=4",
-    "algorithm.build.epochs=1",
-    "eval.enabled=false",
-    "checkpoint.interval_frames=256",
-    "logging=none",
-]
+RUN = [*(o for o in WORKER_RUN if not o.startswith("logging=")), "logging=none"]
 WORKERS = ["collector=multiprocess", "collector.workers=2"]
 CONTINUE = "run the same command again to continue"
 

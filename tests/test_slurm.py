@@ -212,10 +212,13 @@ def test_ray_slurm_script_trains_one_run_on_the_allocation_s_ray_cluster(tmp_pat
 
 
 def _wait_for_job(job: str) -> None:
-    """Until ``job`` left the queue (``squeue`` no longer lists it); 15 minutes is a safety
-    net, not a deadline."""
+    """Until ``job`` has a final state in accounting (``sacct``): not until ``squeue`` prints
+    nothing, which it also does when a busy ``slurmctld`` does not answer (CI once saw the job
+    still RUNNING after that). 15 minutes is a safety net, not a deadline."""
     deadline = time.monotonic() + 900
-    while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True,
-                         timeout=30).stdout.strip():  # fmt: skip
-        assert time.monotonic() < deadline, f"job {job} still queued or running after 15 min"
+    while True:
+        states = _sacct_states(job)
+        if states and states[0].split("|")[1] not in ("PENDING", "RUNNING", "REQUEUED", "SUSPENDED"):
+            return
+        assert time.monotonic() < deadline, f"job {job} not ended after 15 min: {states}"
         time.sleep(1)

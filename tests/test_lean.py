@@ -30,6 +30,10 @@ PARITY = {
         "test_recurrent.py",
         "test_lean_recurrent_loss_equals_torchrl_recurrent_mode",
     ),
+    "normal_actor": (
+        "test_gaussian_actor.py",
+        "test_lean_and_torchrl_losses_agree_on_one_batch",
+    ),
     "sac_loss": ("test_sac_loss.py", "test_same_values_and_gradients_as_sac_loss"),
     "tanh_normal_actor": ("test_collector.py", "test_same_batches_as_torchrl_collector"),
     "td3_actor": ("test_collector.py", "test_same_batches_as_torchrl_collector"),

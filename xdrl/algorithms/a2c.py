@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from torchrl.objectives import A2CLoss
 
 from xdrl.algorithms.common import AlgorithmParts
@@ -12,6 +14,7 @@ from xdrl.config.types import (
     Cells,
     Discount,
     Encoder,
+    FiniteFloat,
     Fraction,
     NonNegativeFloat,
     PositiveInt,
@@ -39,11 +42,15 @@ def build(
     recurrent_hidden: PositiveInt = 64,
     recurrent_critic: bool = False,
     recurrent_head_cells: Cells = (),
+    distribution: Literal["tanh_normal", "normal"] = "tanh_normal",
+    log_std_init: FiniteFloat = 0.0,
+    ortho_init: bool = True,
     lean: bool = True,
 ) -> AlgorithmParts:
     """Build A2C for ``env`` (discrete or continuous actions); ``recurrent`` (lstm | gru) as
-    PPO's (:mod:`xdrl.algorithms.recurrent`); ``lean`` (supplied by xdrl): xdrl's GAE and
-    minibatch buffer, else TorchRL's.
+    PPO's (:mod:`xdrl.algorithms.recurrent`); ``distribution``, ``log_std_init`` and
+    ``ortho_init`` as PPO's; ``lean`` (supplied by xdrl): xdrl's GAE and minibatch buffer, else
+    TorchRL's.
 
     Example:
         >>> parts = build(make_env("CartPole-v1", num_envs=8), frames_per_batch=40)
@@ -60,6 +67,9 @@ def build(
         recurrent_hidden=recurrent_hidden,
         recurrent_critic=recurrent_critic,
         recurrent_head_cells=recurrent_head_cells,
+        distribution=distribution,
+        log_std_init=log_std_init,
+        ortho_init=ortho_init,
     )
     loss = (RecurrentA2CLoss if recurrent else A2CLoss)(
         actor,

@@ -7,7 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequential
+from tensordict.nn import (
+    AddStateIndependentNormalScale,
+    NormalParamExtractor,
+    TensorDictModule,
+    TensorDictSequential,
+)
 from torch import nn
 from torchrl.data import Binary, Categorical, MultiCategorical, OneHot
 from torchrl.modules import (
@@ -18,12 +23,17 @@ from torchrl.modules import (
     ValueOperator,
 )
 
+from xdrl.algorithms.distributions import ClippedModeNormal
 from xdrl.algorithms.encoders import FEATURES, Head, NatureCNN, observation_shape, resolve_encoder
 from xdrl.config.errors import ConfigError
 from xdrl.lean.categorical_actor import CategoricalActor, MultiCategoricalActor
 from xdrl.lean.tanh_normal_actor import TanhNormalActor
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
+DISTRIBUTIONS = (
+    "tanh_normal",
+    "normal",
+)  # continuous on-policy actors (algorithm.build.distribution)
 
 
 @dataclass
@@ -162,38 +172,110 @@ def orthogonal_init(mlp: nn.Module, last_gain: float) -> nn.Module:
     return mlp
 
 
+def check_distribution(
+    env, distribution: str, log_std_init: float, recurrent: str | None = None
+) -> None:
+    """Fail before training on a ``distribution`` the env or the actor cannot take: ``normal``
+    needs a continuous (Box) action space and a feed-forward actor; ``log_std_init`` is the
+    ``normal`` actor's (the tanh-normal one learns a state-dependent scale)."""
+    key = "algorithm.build.distribution"
+    if distribution not in DISTRIBUTIONS:
+        raise ConfigError(key, f"must be one of {list(DISTRIBUTIONS)}, got {distribution!r}")
+    if distribution == "tanh_normal":
+        if log_std_init != 0.0:
+            raise ConfigError(
+                "algorithm.build.log_std_init",
+                f"{log_std_init} needs distribution=normal (the tanh-normal actor's scale "
+                "depends on the state); set algorithm.build.distribution=normal or leave "
+                "log_std_init at 0",
+            )
+        return
+    if is_discrete(env) or action_nvec(env) is not None:
+        raise ConfigError(
+            key,
+            f"normal needs a continuous (Box) action space but this env's actions are "
+            f"{action_space_name(env)}; set algorithm.build.distribution=tanh_normal (discrete "
+            "envs get a categorical actor)",
+        )
+    if recurrent is not None:
+        raise ConfigError(
+            key,
+            "normal is not available with a recurrent actor yet; set "
+            "algorithm.build.distribution=tanh_normal or algorithm.build.recurrent=null",
+        )
+
+
 def stochastic_actor(
-    env, cells: Sequence[int], act: type[nn.Module], device: str, torso: nn.Module | None = None
+    env,
+    cells: Sequence[int],
+    act: type[nn.Module],
+    device: str,
+    torso: nn.Module | None = None,
+    *,
+    distribution: str = "tanh_normal",
+    log_std_init: float = 0.0,
+    ortho_init: bool = True,
 ) -> ProbabilisticActor:
     """A categorical actor for discrete actions (:class:`CategoricalActor`, with a tensor-level
     fast path; one independent categorical per dimension for ``MultiDiscrete`` and
-    ``MultiBinary``: :class:`MultiCategoricalActor`), a tanh-normal one for continuous actions;
-    with ``torso`` (an image encoder), a linear head on its features instead of an MLP."""
+    ``MultiBinary``: :class:`MultiCategoricalActor`); for continuous actions a tanh-normal one
+    (``distribution=tanh_normal``) or a diagonal Gaussian with a state-independent learned
+    log-std starting at ``log_std_init`` (``normal``: :func:`normal_actor`); with ``torso`` (an
+    image encoder), a linear head on its features instead of an MLP. ``ortho_init``: orthogonal
+    MLP weights (:func:`orthogonal_init`), else PyTorch's default initialization."""
     spec = env.action_spec_unbatched
     discrete = is_discrete(env)
     nvec = action_nvec(env)
+    normal = distribution == "normal" and not discrete and nvec is None
     if nvec is not None:
         n_out = sum(nvec)
+    elif discrete:
+        n_out = int(spec.space.n)
     else:
-        n_out = int(spec.space.n) if discrete else 2 * int(spec.shape[-1])
+        n_out = (1 if normal else 2) * int(spec.shape[-1])
     if torso is not None:
         net: nn.Module = nn.Sequential(torso, Head(FEATURES, n_out, gain=0.01, device=device))
     else:
-        net = orthogonal_init(
-            MLP(
-                in_features=observation_dim(env),
-                out_features=n_out,
-                num_cells=list(cells),
-                activation_class=act,
-                device=device,
-            ),
-            0.01,
+        net = MLP(
+            in_features=observation_dim(env),
+            out_features=n_out,
+            num_cells=list(cells),
+            activation_class=act,
+            device=device,
         )
+        if ortho_init:
+            net = orthogonal_init(net, 0.01)
     if nvec is not None:
         return MultiCategoricalActor(net, env.full_action_spec_unbatched, nvec)
     if discrete:
         return CategoricalActor(net, env.full_action_spec_unbatched)
+    if normal:
+        return normal_actor(env, net, log_std_init, device)
     return _tanh_normal_actor(env, nn.Sequential(net, NormalParamExtractor()), device)
+
+
+def normal_actor(env, net: nn.Module, log_std_init: float, device: str) -> ProbabilisticActor:
+    """A diagonal Gaussian on ``net``'s means with a state-independent learned log-std
+    (TorchRL's ``AddStateIndependentNormalScale``, ``exp`` mapping, starting at
+    ``log_std_init``): SB3's ``DiagGaussianDistribution``, as RL-Zoo's and CleanRL's MuJoCo PPO.
+    The sampled action is unbounded and is what the loss scores; the env clips it to the
+    bounds (:class:`~xdrl.envs.action_clip.ClipActionToBounds`), and the deterministic action
+    is the mean clipped to them (:class:`~xdrl.algorithms.distributions.ClippedModeNormal`)."""
+    low, high = action_bounds(env)
+    scale = AddStateIndependentNormalScale(
+        int(low.numel()), scale_mapping="exp", init_value=log_std_init, device=device
+    )
+    module = TensorDictModule(
+        nn.Sequential(net, scale), in_keys=["observation"], out_keys=["loc", "scale"]
+    )
+    return ProbabilisticActor(
+        module,
+        in_keys=["loc", "scale"],
+        spec=env.full_action_spec_unbatched,
+        distribution_class=ClippedModeNormal,
+        distribution_kwargs={"low": low.to(device), "high": high.to(device)},
+        return_log_prob=True,
+    )
 
 
 def _tanh_normal_actor(env, net: nn.Module, device: str) -> TanhNormalActor:
@@ -205,23 +287,27 @@ def _tanh_normal_actor(env, net: nn.Module, device: str) -> TanhNormalActor:
 
 
 def state_value(
-    env, cells: Sequence[int], act: type[nn.Module], device: str, torso: nn.Module | None = None
+    env,
+    cells: Sequence[int],
+    act: type[nn.Module],
+    device: str,
+    torso: nn.Module | None = None,
+    *,
+    ortho_init: bool = True,
 ) -> ValueOperator:
-    """A state-value critic V(s) (a linear head on ``torso``'s features when given)."""
+    """A state-value critic V(s) (a linear head on ``torso``'s features when given);
+    ``ortho_init``: orthogonal MLP weights, else PyTorch's default initialization."""
     if torso is not None:
         head = nn.Sequential(torso, Head(FEATURES, 1, gain=1.0, device=device))
         return ValueOperator(head, in_keys=["observation"])
-    net = orthogonal_init(
-        MLP(
-            in_features=observation_dim(env),
-            out_features=1,
-            num_cells=list(cells),
-            activation_class=act,
-            device=device,
-        ),
-        1.0,
+    net = MLP(
+        in_features=observation_dim(env),
+        out_features=1,
+        num_cells=list(cells),
+        activation_class=act,
+        device=device,
     )
-    return ValueOperator(net, in_keys=["observation"])
+    return ValueOperator(orthogonal_init(net, 1.0) if ortho_init else net, in_keys=["observation"])
 
 
 def action_bounds(env) -> tuple[torch.Tensor, torch.Tensor]:

@@ -18,6 +18,7 @@ from xdrl.algorithms.common import (
     action_nvec,
     action_space_name,
     activation_class,
+    check_distribution,
     image_torso,
     state_value,
     stochastic_actor,
@@ -286,13 +287,25 @@ def actor_critic(
     recurrent_hidden: int = 64,
     recurrent_critic: bool = False,
     recurrent_head_cells: Sequence[int] = (),
+    distribution: str = "tanh_normal",
+    log_std_init: float = 0.0,
+    ortho_init: bool = True,
 ) -> tuple[ProbabilisticActor, Any]:
     """A stochastic actor and a state-value critic for ``env`` (built in that order: seeds);
     for images, both heads on one shared Nature CNN (CleanRL's and RL-Zoo's Atari PPO).
     ``recurrent`` (lstm | gru): a cell of ``recurrent_hidden`` units after the actor's encoder,
     and after the critic's with ``recurrent_critic``, followed by ``recurrent_head_cells`` hidden
-    layers before each linear output (:mod:`xdrl.algorithms.recurrent`)."""
+    layers before each linear output (:mod:`xdrl.algorithms.recurrent`). ``distribution``,
+    ``log_std_init`` and ``ortho_init``: the continuous actor and the MLPs' initialization
+    (:func:`~xdrl.algorithms.common.stochastic_actor`)."""
     act = activation_class(activation)
+    check_distribution(env, distribution, log_std_init, recurrent)
+    if recurrent is not None and not ortho_init:
+        raise ConfigError(
+            "algorithm.build.ortho_init",
+            "false is not available with a recurrent actor yet; set "
+            "algorithm.build.ortho_init=true or algorithm.build.recurrent=null",
+        )
     torso = image_torso(env, encoder, device)
     if recurrent is None:
         if recurrent_critic:
@@ -301,8 +314,18 @@ def actor_critic(
                 "needs a recurrent actor; set algorithm.build.recurrent=lstm (or gru) or "
                 "recurrent_critic=false",
             )
-        actor = stochastic_actor(env, actor_cells, act, device, torso)
-        return actor, state_value(env, critic_cells, act, device, torso)
+        actor = stochastic_actor(
+            env,
+            actor_cells,
+            act,
+            device,
+            torso,
+            distribution=distribution,
+            log_std_init=log_std_init,
+            ortho_init=ortho_init,
+        )
+        critic = state_value(env, critic_cells, act, device, torso, ortho_init=ortho_init)
+        return actor, critic
     if action_nvec(env) is not None:
         raise ConfigError(
             "algorithm.build.recurrent",

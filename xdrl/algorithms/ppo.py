@@ -16,6 +16,7 @@ from xdrl.config.types import (
     Cells,
     Discount,
     Encoder,
+    FiniteFloat,
     Fraction,
     NonNegativeFloat,
     PositiveFloat,
@@ -51,12 +52,18 @@ def build(
     recurrent_hidden: PositiveInt = 64,
     recurrent_critic: bool = False,
     recurrent_head_cells: Cells = (),
+    distribution: Literal["tanh_normal", "normal"] = "tanh_normal",
+    log_std_init: FiniteFloat = 0.0,
+    ortho_init: bool = True,
     lean: bool = True,
 ) -> AlgorithmParts:
     """Build PPO for ``env`` (discrete or continuous actions); image observations get a Nature
     CNN shared by actor and critic (``encoder``), ``clip_schedule: linear`` anneals the clip;
     ``recurrent`` (lstm | gru) puts a cell after the actor's encoder (and the critic's with
     ``recurrent_critic``) and trains on whole env rows (:mod:`xdrl.algorithms.recurrent`).
+    ``distribution: normal``: continuous actions from a diagonal Gaussian with a learned
+    state-independent log-std (from ``log_std_init``), the env clipping them (SB3's and
+    RL-Zoo's MuJoCo PPO); ``ortho_init: false``: PyTorch's default initialization of the MLPs.
     ``lean`` (supplied by xdrl, the run's ``lean``): xdrl's loss, GAE and minibatch buffer, else
     TorchRL's ``ClipPPOLoss``, ``GAE`` and ``TensorDictReplayBuffer``.
 
@@ -74,6 +81,9 @@ def build(
         recurrent_hidden=recurrent_hidden,
         recurrent_critic=recurrent_critic,
         recurrent_head_cells=recurrent_head_cells,
+        distribution=distribution,
+        log_std_init=log_std_init,
+        ortho_init=ortho_init,
     )
     # LeanClipPPOLoss: ClipPPOLoss's maths, 3x less time per call (see ppo_loss.py); with a cell,
     # the cells on padded pieces (recurrent_ppo_loss.py), or TorchRL's loss in recurrent mode

@@ -479,7 +479,8 @@ def make_env(
     Transforms, in order: float32 observations, ``StepCounter`` (episode lengths),
     ``RewardSum`` on the raw reward (so per-objective returns come from the vector reward),
     ``LineariseRewards`` with ``reward_weights`` on multi-objective envs (the training reward),
-    ``InitTracker``, and optionally ``VecNormV2`` on observations.
+    ``InitTracker``, and optionally ``VecNormV2`` on observations. Continuous (Box) actions are
+    clipped to their bounds before each gymnasium step (:mod:`xdrl.envs.action_clip`).
 
     Args:
         id: registered gymnasium or MO-Gymnasium id.
@@ -543,6 +544,15 @@ def _masked(env: Any, *, indices: tuple[int, ...], then: Callable[[Any], Any] | 
     return then(masked) if then is not None else masked
 
 
+def _clipped_actions(env: Any, *, then: Callable[[Any], Any] | None) -> Any:
+    """``env``'s continuous actions clipped to its bounds
+    (:class:`~xdrl.envs.action_clip.ClipActionToBounds`), then ``then`` (picklable)."""
+    from xdrl.envs.action_clip import clip_box_actions
+
+    clipped = clip_box_actions(env)
+    return then(clipped) if then is not None else clipped
+
+
 def _guarded(env: Any, *, env_id: str, then: Callable[[Any], Any] | None) -> Any:
     """``then(env)`` (or ``env``) inside a :class:`~xdrl.envs.faults.GuardedEnv`: its
     exceptions and NaN/inf outputs become one line (picklable, for ``ParallelEnv``)."""
@@ -577,7 +587,8 @@ def build_env(
 ):
     """:func:`make_env`'s work, with ``wrap`` applied to every gymnasium env after
     ``gymnasium.make`` (Atari's preprocessing, a frame stack: a picklable callable), then
-    ``observation_encoding``."""
+    ``observation_encoding``. Continuous actions are clipped to the bounds below ``wrap``
+    (:class:`~xdrl.envs.action_clip.ClipActionToBounds`)."""
     from torchrl.envs import (
         Compose,
         InitTracker,
@@ -592,6 +603,7 @@ def build_env(
 
     import_env_modules(import_modules)
     check_env_id(id)
+    wrap = functools.partial(_clipped_actions, then=wrap)
     multi_objective = is_multi_objective(id)
     if reward_weights is not None and not multi_objective:
         raise ConfigError("env.reward_weights", f"{id} has a scalar reward; set it to null")

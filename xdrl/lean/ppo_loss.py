@@ -1,11 +1,13 @@
-"""LeanClipPPOLoss: TorchRL's ``ClipPPOLoss`` for categorical actors, on plain tensors.
+"""LeanClipPPOLoss: TorchRL's ``ClipPPOLoss`` for categorical and Gaussian actors, on plain
+tensors.
 
 Why it exists: on the RL-Zoo CartPole workload (batches of 256, 64x64 networks) one
 ``ClipPPOLoss`` forward took 0.91 ms of a 2.28 ms optimizer step, while the arithmetic
 underneath (two small MLPs, a log-softmax, a clip) is about 0.2 ms: the rest is TensorDict
 cloning, the ``Categorical`` distribution object, key dispatch and the output TensorDict's
 ``named_apply``. This subclass computes the same outputs straight from the batch's tensors when
-the actor is a :class:`~xdrl.lean.categorical_actor.CategoricalActor` and the loss uses
+the actor is a :class:`~xdrl.lean.categorical_actor.CategoricalActor` (or a Gaussian one with a
+state-independent scale, through :class:`~xdrl.lean.normal_actor.NormalHead`) and the loss uses
 the options xdrl builds it with (no value clipping, no delayed actor, no importance-ratio cap, no
 running advantage norm, mean reduction); any other set-up runs ``ClipPPOLoss.forward``
 unchanged. Tested against ``ClipPPOLoss`` on fixed batches: same values and gradients (1e-6).
@@ -33,6 +35,7 @@ from torchrl.objectives import ClipPPOLoss
 
 from xdrl.lean.categorical_actor import CategoricalActor
 from xdrl.lean.mlp_forward import MLPForward
+from xdrl.lean.normal_actor import NormalHead
 
 
 def shared_torso(actor_net: nn.Module, critic_net: nn.Module) -> tuple[nn.Module, ...] | None:
@@ -127,6 +130,7 @@ class LeanClipPPOLoss(ClipPPOLoss):
             ok = self._lean_options()
             if ok:
                 self.__dict__["_critic_forward"] = MLPForward(self.critic_network.module)
+                self.__dict__["_normal_head"] = NormalHead.of(self.actor_network)
                 actor_net = getattr(self.actor_network, "logits_net", None)
                 self.__dict__["_shared"] = (
                     shared_torso(actor_net, self.critic_network.module) if actor_net else None
@@ -135,8 +139,9 @@ class LeanClipPPOLoss(ClipPPOLoss):
         return self.__dict__["_lean_ok"]
 
     def _lean_options(self) -> bool:
+        actor = self.actor_network
         return (
-            isinstance(self.actor_network, CategoricalActor)
+            (isinstance(actor, CategoricalActor) or NormalHead.of(actor) is not None)
             and self._plain_options()
             and list(self.critic_network.in_keys) == ["observation"]
         )
@@ -169,8 +174,13 @@ class LeanClipPPOLoss(ClipPPOLoss):
         observation = tensordict.get("observation")
         actor: CategoricalActor = self.actor_network  # type: ignore[assignment]
         shared = self.__dict__["_shared"]
+        normal: NormalHead | None = self.__dict__["_normal_head"]
         value = None
-        if shared is not None:  # one torso pass for both heads (an image encoder)
+        if normal is not None:  # a Gaussian actor (distribution=normal)
+            log_prob, entropy = normal.log_prob_entropy(
+                observation, tensordict.get(keys.action), entropy=self.entropy_bonus
+            )
+        elif shared is not None:  # one torso pass for both heads (an image encoder)
             torso, actor_head, critic_head = shared
             features = torso(observation)
             logits, value = actor_head(features), critic_head(features)

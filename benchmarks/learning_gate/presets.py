@@ -94,6 +94,31 @@ GATED: dict[str, GatedPreset] = {
             "whole short budget, and the gate needs gradient steps",
         ),
         GatedPreset(
+            "hopper_ppo",
+            ("total_frames=4096", *_eval(1024, 3)),
+            -20.0,
+            2300.0,
+            requires="mujoco",
+            note="random -20 (D4RL's random Hopper score); mark: issue 48's 3-seed IQM target",
+        ),
+        GatedPreset(
+            "walker2d_ppo",
+            ("total_frames=4096", *_eval(1024, 2, 200)),
+            1.6,
+            3000.0,
+            requires="mujoco",
+            note="evaluations capped at 200 steps (a policy that stands still lasts 1,000); "
+            "random 1.6 (D4RL's random Walker2d score); mark: issue 48's target",
+        ),
+        GatedPreset(
+            "halfcheetah_ppo",
+            ("total_frames=4096", *_eval(1024, 1)),
+            -280.0,
+            4500.0,
+            requires="mujoco",
+            note="random -280 (D4RL's random HalfCheetah score); mark: issue 48's target",
+        ),
+        GatedPreset(
             "atari_ppo",
             ("total_frames=8192", *_eval(4096, 2, 250)),
             0.0,

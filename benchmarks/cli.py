@@ -133,11 +133,11 @@ def _results_argv(argv: list[str]) -> list[str] | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    results = _results_argv(sys.argv[1:] if argv is None else argv)
-    if results is not None:
+    results_argv = _results_argv(sys.argv[1:] if argv is None else argv)
+    if results_argv is not None:
         from benchmarks.results.cli import run
 
-        raise SystemExit(run(results))
+        raise SystemExit(run(results_argv))
     p = parser()
     args = p.parse_args(argv)
     out = Path(args.out)

@@ -3,7 +3,7 @@
 
 Usage:
     python -m benchmarks --mode results --preset hopper_ppo --seeds 0 1 2
-    python -m benchmarks --mode results --preset hopper_ppo --seeds 0 1 2 --frames 200000 --parallel 2
+    python -m benchmarks --mode results --preset hopper_ppo --frames 200000 --parallel 2
     python -m benchmarks --mode results --preset hopper_sac --seeds 0 1 2 --frames 100000 \\
         --contender sb3 --sb3-args "sac --sac-env-id Hopper-v5 --learning-starts 10000"
     python -m benchmarks.results page
@@ -85,7 +85,10 @@ def _check(args: argparse.Namespace, preset: runs.Preset) -> str | None:
     if len(set(args.seeds)) != len(args.seeds):
         return f"--seeds: {args.seeds} names a seed twice; name each once"
     if args.contender == "sb3" and not args.sb3_args:
-        return '--sb3-args: --contender sb3 needs the script\'s mode, e.g. --sb3-args "sac --sac-env-id Hopper-v5"'
+        return (
+            "--sb3-args: --contender sb3 needs the script's mode and options, e.g. "
+            '--sb3-args "sac --sac-env-id Hopper-v5"'
+        )
     if args.contender == "xdrl" and args.sb3_args:
         return "--sb3-args: only with --contender sb3"
     return None
@@ -118,8 +121,9 @@ def run(argv: list[str] | None = None) -> int:
     result = _result(preset, args.contender, frames, command, seeds)
     path = data.write(result, args.out)
     for s in seeds:
+        wall = "?" if s.wall_time_s is None else f"{s.wall_time_s:,.0f}"
         print(f"seed {s.seed}: final {s.final:,.2f} over {s.final_episodes} deterministic "
-              f"episodes at {s.frames:,} frames; wall time {s.wall_time_s or 0:,.0f} s")  # fmt: skip
+              f"episodes at {s.frames:,} frames; wall time {wall} s")  # fmt: skip
     print(f"wrote {path}")
     if args.out.resolve() == data.DATA_DIR:
         written = page.generate()
@@ -152,8 +156,9 @@ def _xdrl_seeds(
         return 130
     failed = [item for item in plans if codes[item.seed]]
     for item in failed:
-        print(f"{PROG}: seed {item.seed}: xdrl-train exited {codes[item.seed]}; see "
-              f"{log_of(item)}; the same command continues a stopped run", file=sys.stderr)  # fmt: skip
+        code, log = codes[item.seed], log_of(item)
+        print(f"{PROG}: seed {item.seed}: xdrl-train exited {code}; see {log}; the same "
+              "command continues a stopped run", file=sys.stderr)  # fmt: skip
     if failed:
         return 1
     return [runs.gather(preset, p, trained_here=p.action != "adopt") for p in plans]

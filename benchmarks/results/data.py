@@ -205,7 +205,9 @@ class Reference:
     def label(self) -> str:
         """``RL-Zoo 2,410 ± 10 (Hopper-v3, 1M)``."""
         pm = "" if self.plus_minus is None else f" ± {self.plus_minus:,.0f}"
-        return f"{self.source} {self.value:,.0f}{pm} ({self.env}, {short_frames(self.budget_frames)})"
+        return (
+            f"{self.source} {self.value:,.0f}{pm} ({self.env}, {short_frames(self.budget_frames)})"
+        )
 
 
 def load_references(path: Path = REFERENCES_FILE) -> dict[str, list[Reference]]:

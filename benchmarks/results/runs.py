@@ -3,7 +3,7 @@ with ``xdrl-train``, and reading each back into a :class:`~benchmarks.results.da
 
 Every seed trains with one command line, the one a user types to run it by hand::
 
-    xdrl-train experiment=<preset> seed=<s> num_threads=1 logging=csv run_dir=<runs>/<preset>/seed<s>
+    xdrl-train experiment=P seed=S num_threads=1 logging=csv run_dir=bench-results/runs/P/seedS
 
 plus ``total_frames=<N>`` when a fraction of the budget is asked for. A run dir already there is
 adopted: a completed run is read as it is, a stopped one is continued by the same command
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.contenders import xdrl_train
-from benchmarks.results.data import METRIC, MIN_FINAL_EPISODES, Segment, SeedResult
+from benchmarks.results.data import METRIC, MIN_FINAL_EPISODES, SeedResult, Segment
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS_DIR = Path("bench-results") / "runs"  # relative to the repository, as the lead's runs
@@ -58,7 +58,9 @@ class Preset:
     def run_evaluates_enough(self) -> bool:
         """Whether the run's own final evaluation is deterministic with enough episodes."""
         return (
-            self.eval_enabled and self.eval_deterministic and self.eval_episodes >= MIN_FINAL_EPISODES
+            self.eval_enabled
+            and self.eval_deterministic
+            and self.eval_episodes >= MIN_FINAL_EPISODES
         )
 
 
@@ -283,7 +285,7 @@ def run_all(
     def one(item: Plan) -> tuple[int, int]:
         if item.action == "adopt":
             return item.seed, 0
-        say(f"seed {item.seed}: {item.action} in {item.run_dir} ({item.command}); log {log_of(item)}")
+        say(f"seed {item.seed}: {item.action}: {item.command} (output: {log_of(item)})")
         code = train(item, log_of(item))
         say(f"seed {item.seed}: xdrl-train exited {code}")
         return item.seed, code

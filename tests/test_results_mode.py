@@ -156,3 +156,44 @@ def test_the_mode_trains_resumes_and_adopts_and_records_what_the_runs_wrote(
     assert {p: p.read_bytes() for p in runs_dir.rglob("summary.json")} == before
     assert [s["trained_here"] for s in again["seeds"]] == [False, False]
     assert [s["final"] for s in again["seeds"]] == [s["final"] for s in written["seeds"]]
+
+
+FAKE_SB3 = r"""#!/bin/sh
+# stands for .venv-sb3's python: imports fine, and "runs" bench_sb3.py by printing its JSON line
+[ "$1" = "-c" ] && exit 0
+echo "$@" >> "$(dirname "$0")/calls.txt"
+seed=$(echo "$@" | sed -n 's/.*--seed \([0-9]*\).*/\1/p')
+echo '{"framework": "sb3", "seed": '$seed', "frames": 2048, "final_eval_mean": 1'$seed'.5,'\
+' "evals": [{"frames": 1024, "mean": 5.0}, {"frames": 2048, "mean": 1'$seed'.5}]}'
+"""
+
+
+def test_sb3_is_recorded_in_the_same_format_from_bench_sb3s_line(tmp_path: Path) -> None:
+    python = tmp_path / "sb3" / "python"
+    python.parent.mkdir()
+    python.write_text(FAKE_SB3)
+    python.chmod(0o755)
+    args = ["--mode", "results", "--preset", "pendulum_sac", "--seeds", "0", "1"]
+    args += ["--frames", "2048", "--contender", "sb3", "--sb3-args", "sac --sac-env-id Pendulum-v1"]
+    args += ["--sb3-python", str(python), "--runs-dir", str(tmp_path / "runs")]
+    for _ in range(2):  # the second call reads the kept lines back
+        with pytest.raises(SystemExit) as done:
+            bench_main([*args, "--out", str(tmp_path / "out")])
+        assert done.value.code == 0
+    written = json.loads((tmp_path / "out" / "pendulum_sac.sb3.json").read_text())
+    assert (written["contender"], written["frames"], written["budget_frames"]) == (
+        "sb3",
+        2048,
+        20000,
+    )
+    seed0 = written["seeds"][0]
+    assert seed0["command"] == (
+        "python scripts/bench_sb3.py sac --sac-env-id Pendulum-v1 --seed 0 --frames 2048 "
+        "--threads 1 --final-eval 10"
+    )
+    assert [s["final"] for s in written["seeds"]] == [10.5, 11.5]
+    assert seed0["curve"] == [[1024, 5.0], [2048, 10.5]]
+    assert (seed0["final_episodes"], seed0["final_source"]) == (10, "bench_sb3")
+    assert [s["trained_here"] for s in written["seeds"]] == [False, False]
+    calls = (python.parent / "calls.txt").read_text().splitlines()
+    assert len(calls) == 2 and calls[0].endswith(seed0["command"].removeprefix("python "))

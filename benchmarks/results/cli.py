@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.contenders import SB3_PYTHON
+from benchmarks.learning_gate.record import code_version
 from benchmarks.results import data, page, runs, sb3
 
 PROG = "python -m benchmarks --mode results"
@@ -112,13 +113,14 @@ def run(argv: list[str] | None = None) -> int:
     print(f"{preset.name} ({preset.env}, {preset.algorithm}), {args.contender}: {budget}, seeds "
           f"{' '.join(map(str, args.seeds))}", flush=True)  # fmt: skip
     command = " ".join([PROG, *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    code = code_version()  # the code the seeds train with: read before, not after, they run
     if args.contender == "sb3":
         seeds = _sb3_seeds(args, preset, frames)
     else:
         seeds = _xdrl_seeds(args, preset, frames)
     if isinstance(seeds, int):
         return seeds
-    result = _result(preset, args.contender, frames, command, seeds)
+    result = _result(preset, args.contender, frames, command, code, seeds)
     path = data.write(result, args.out)
     for s in seeds:
         wall = "?" if s.wall_time_s is None else f"{s.wall_time_s:,.0f}"
@@ -189,12 +191,16 @@ def _sb3_seeds(
 
 
 def _result(
-    preset: runs.Preset, contender: str, frames: int, command: str, seeds: list[data.SeedResult]
+    preset: runs.Preset,
+    contender: str,
+    frames: int,
+    command: str,
+    code: str,
+    seeds: list[data.SeedResult],
 ) -> data.Result:
-    """The data file's content, with this checkout's code version and this machine."""
-    from benchmarks.learning_gate.record import code_version, fingerprint, versions
+    """The data file's content, with the checkout's ``code`` version and this machine."""
+    from benchmarks.learning_gate.record import fingerprint, versions
 
-    code = code_version()
     return data.Result(
         preset=preset.name,
         contender=contender,

@@ -6,6 +6,7 @@ checkpoint), not restarted; a second call adopts every completed run and trains 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,14 @@ def test_the_mode_trains_resumes_and_adopts_and_records_what_the_runs_wrote(
     assert {p: p.read_bytes() for p in runs_dir.rglob("summary.json")} == before
     assert [s["trained_here"] for s in again["seeds"]] == [False, False]
     assert [s["final"] for s in again["seeds"]] == [s["final"] for s in written["seeds"]]
+
+    # a preset evaluating fewer than 10 episodes gets xdrl-eval's 10 on its last checkpoint
+    few = dataclasses.replace(cartpole, eval_episodes=5)
+    seed0 = runs.gather(few, runs.plan(cartpole, 0, runs_dir, 2048), trained_here=False)
+    record = json.loads((Path(written["seeds"][0]["run_dir"]) / runs.EVAL_FILE).read_text())
+    assert (seed0.final_source, seed0.final_episodes) == ("xdrl-eval", 10)
+    assert (record["frames"], record["episodes"], record["deterministic"]) == (2048, 10, True)
+    assert seed0.final == record["return_mean"] == sum(record["returns"]) / 10
 
 
 FAKE_SB3 = r"""#!/bin/sh

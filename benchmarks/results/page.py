@@ -87,6 +87,9 @@ def _notes(result: Result) -> list[str]:
         if len(s.segments) > 1:
             exact = {True: "exact", False: "approximate", None: "?"}[s.resume_exact]
             notes.append(f"seed {s.seed} in {len(s.segments)} segments (resume {exact})")
+        untimed = [g.frames for g in s.segments if g.wall_time_s is None]
+        if untimed:  # frames a killed process trained after its last summary: no timing
+            notes.append(f"seed {s.seed}: frames {untimed} untimed (a killed process)")
     return notes
 
 

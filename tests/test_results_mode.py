@@ -206,3 +206,26 @@ def test_sb3_is_recorded_in_the_same_format_from_bench_sb3s_line(tmp_path: Path)
     assert [s["trained_here"] for s in written["seeds"]] == [False, False]
     calls = (python.parent / "calls.txt").read_text().splitlines()
     assert len(calls) == 2 and calls[0].endswith(seed0["command"].removeprefix("python "))
+
+
+def test_the_code_is_dirty_for_changed_code_not_for_the_results_own_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A data file and the page it rewrites are the command's own output: a second command run
+    after a first one must still record a clean checkout."""
+    import subprocess
+
+    for path in ("xdrl/a.py", "docs/results.md", "docs/results/p.svg", "benchmarks/results/p.json"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("1\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    monkeypatch.setattr(runs, "ROOT", tmp_path)
+    for path in ("docs/results.md", "docs/results/p.svg", "benchmarks/results/p.json"):
+        (tmp_path / path).write_text("2\n")
+    assert runs.code_state()["dirty"] is False
+    (tmp_path / "xdrl/a.py").write_text("2\n")
+    state = runs.code_state()
+    assert state["dirty"] is True and len(state["commit"]) == 12

@@ -16,9 +16,9 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from benchmarks.contenders import SB3_PYTHON
-from benchmarks.learning_gate.record import code_version
 from benchmarks.results import data, page, runs, sb3
 
 PROG = "python -m benchmarks --mode results"
@@ -113,7 +113,7 @@ def run(argv: list[str] | None = None) -> int:
     print(f"{preset.name} ({preset.env}, {preset.algorithm}), {args.contender}: {budget}, seeds "
           f"{' '.join(map(str, args.seeds))}", flush=True)  # fmt: skip
     command = " ".join([PROG, *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
-    code = code_version()  # the code the seeds train with: read before, not after, they run
+    code = runs.code_state()  # the code the seeds train with: read before, not after, they run
     if args.contender == "sb3":
         seeds = _sb3_seeds(args, preset, frames)
     else:
@@ -195,10 +195,10 @@ def _result(
     contender: str,
     frames: int,
     command: str,
-    code: str,
+    code: dict[str, Any],
     seeds: list[data.SeedResult],
 ) -> data.Result:
-    """The data file's content, with the checkout's ``code`` version and this machine."""
+    """The data file's content, with the checkout's ``code`` state and this machine."""
     from benchmarks.learning_gate.record import fingerprint, versions
 
     return data.Result(
@@ -209,7 +209,7 @@ def _result(
         budget_frames=preset.budget_frames,
         frames=frames,
         command=command,
-        code={"commit": code.removesuffix("+dirty"), "dirty": code.endswith("+dirty")},
+        code=code,
         machine={"cpu": fingerprint()["cpu"], "cores": os.cpu_count()},
         seeds=seeds,
         versions=versions(),

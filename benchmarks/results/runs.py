@@ -183,6 +183,28 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+# What the results commands write themselves: their changes do not make the code dirty.
+OWN_OUTPUTS = ("benchmarks/results/*.json", "docs/results.md", "docs/results")
+
+
+def code_state() -> dict[str, Any]:
+    """``{"commit": ..., "dirty": ...}`` of the checkout: the short commit, and whether a tracked
+    file other than the data files and the results page has uncommitted changes (None: not a
+    git checkout)."""
+    excluded = [f":(exclude){path}" for path in OWN_OUTPUTS]
+    try:
+        commit = _git("rev-parse", "--short=12", "HEAD")
+        changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded)
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": "unknown", "dirty": None}
+    return {"commit": commit, "dirty": bool(changed)}
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
 def train(item: Plan, log: Path) -> int:
     """Run ``item``'s ``xdrl-train`` from the repository root, its output into ``log``; its
     exit status."""

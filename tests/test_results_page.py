@@ -49,8 +49,8 @@ def test_every_reference_names_its_source_budget_and_env() -> None:
     for preset in ("hopper_ppo", "walker2d_ppo", "halfcheetah_ppo", "lunarlander_dqn"):
         assert refs[preset], preset
     assert [(r.source, r.value) for r in refs["hopper_ppo"]] == [
-        ("CleanRL", 2382.86),
         ("RL-Zoo", 2410.435),
+        ("CleanRL", 2382.86),
     ]
     assert refs["lunarlander_dqn"][0].budget_frames == 100_000
     for entries in refs.values():

@@ -11,6 +11,10 @@ Usage:
     .venv/bin/python -m benchmarks --mode ppo-throughput --quick
     make bench ARGS="--mode sac,td3,dqn,ppo-throughput --seeds 3 --reps 3"
 Writes ``bench-results/bench.json`` and ``bench-results/bench.md``.
+
+``--mode results`` is a command of its own (:mod:`benchmarks.results`: a preset's seeds trained,
+evaluated and written as a data file of the results page), with its own options:
+    .venv/bin/python -m benchmarks --mode results --preset hopper_ppo --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -52,7 +56,12 @@ def machine(sb3_python: Path) -> dict[str, Any]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--mode", default="all", help=f"'all' or a comma list of: {', '.join(MODES)}")
+    p.add_argument(
+        "--mode",
+        default="all",
+        help=f"'all' or a comma list of: {', '.join(MODES)}; or 'results' (a command of its own: "
+        "--mode results --help)",
+    )
     p.add_argument("--seeds", type=int, default=3, help="seeds per mode (0, 1, ...)")
     p.add_argument("--quick", action="store_true", help="smaller workloads (smoke test)")
     p.add_argument(
@@ -113,7 +122,22 @@ def _write(out: Path, results: dict[str, Any], targets: dict[str, Any]) -> None:
     print(report)
 
 
+def _results_argv(argv: list[str]) -> list[str] | None:
+    """The options of ``--mode results`` (the rest of the line), or None for another mode."""
+    for i, arg in enumerate(argv):
+        if arg == "--mode" and argv[i + 1 : i + 2] == ["results"]:
+            return argv[:i] + argv[i + 2 :]
+        if arg == "--mode=results":
+            return argv[:i] + argv[i + 1 :]
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
+    results_argv = _results_argv(sys.argv[1:] if argv is None else argv)
+    if results_argv is not None:
+        from benchmarks.results.cli import run
+
+        raise SystemExit(run(results_argv))
     p = parser()
     args = p.parse_args(argv)
     out = Path(args.out)

@@ -72,6 +72,17 @@ def same_work(sb3: dict[str, Any], xdrl: dict[str, Any]) -> None:
         )
 
 
+def checked_work(options: Options) -> dict[str, Any]:
+    """Both sides' measured work per agent step on :data:`ENV_ID` (SB3's through its driver's
+    ``atari-work``), after :func:`same_work` accepted it."""
+    sb3 = c.sb3(
+        options.sb3_python, "atari-work", 0, "--env-id", ENV_ID, "--frames", str(PROBE_STEPS)
+    )
+    work = {"sb3": sb3, "xdrl": xdrl_work(["experiment=atari_ppo", f"env.id={ENV_ID}"])}
+    same_work(work["sb3"], work["xdrl"])
+    return work
+
+
 def run(options: Options, seeds: list[int]) -> dict[str, Any]:
     c.check_sb3_venv(options.sb3_python, "ale_py", "cv2")  # SB3's AtariWrapper needs OpenCV
     steps = 2_048 if options.quick else 8_192  # agent steps: 2 or 8 batches of 8 envs x 128
@@ -84,12 +95,7 @@ def run(options: Options, seeds: list[int]) -> dict[str, Any]:
         "logging=none",
     ]
     sb3_args = ["--frames", str(steps), "--threads", "2"]
-    work = {
-        "sb3": c.sb3(options.sb3_python, "atari-work", 0, "--env-id", ENV_ID, "--frames",
-                     str(PROBE_STEPS)),
-        "xdrl": xdrl_work(common[:2]),
-    }  # fmt: skip
-    same_work(work["sb3"], work["xdrl"])
+    work = checked_work(options)
     rows = []
     for seed in seeds:
         contenders: dict[str, Callable[..., Any]] = {

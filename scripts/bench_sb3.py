@@ -29,7 +29,17 @@ from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
 from stable_baselines3.common.noise import NormalActionNoise  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
-MODES = ("ppo-throughput", "time-to-475", "eval", "sac", "td3", "dqn", "atari", "recurrent")
+MODES = (
+    "ppo-throughput",
+    "time-to-475",
+    "eval",
+    "sac",
+    "td3",
+    "dqn",
+    "atari",
+    "atari-work",
+    "recurrent",
+)
 
 
 def linear(start: float):
@@ -152,15 +162,44 @@ def recurrent_final_eval(model, seed: int, episodes: int) -> tuple[float, float]
     return float(mean), float(std)
 
 
-def atari_ppo(seed: int, env_id: str) -> PPO:
-    """RL-Zoo's ``atari`` PPO: AtariWrapper, 4-frame stack, 8 envs x 128 steps, 4 epochs of 256,
-    lr 2.5e-4 and clip 0.1 linear, entropy 0.01, value 0.5 (CnnPolicy: Nature CNN)."""
+def atari_env(seed: int, env_id: str, n_envs: int = 8):
+    """RL-Zoo's Atari envs: ``make_atari_env`` (SB3's ``AtariWrapper``: 4 emulator frames per
+    agent step, max-pooled) and a 4-frame stack. ``frameskip=1`` turns the ALE's own skip off:
+    ``-v5`` ids skip 4 frames inside the emulator, and ``AtariWrapper`` would skip 4 of those
+    steps again (16 frames per agent step, 4x xdrl's work); ``NoFrameskip-v4`` ids have it off
+    already. Sticky actions keep the id's default (0.25 on ``-v5``), as xdrl's ``atari`` env."""
     import ale_py
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import VecFrameStack
 
     gym.register_envs(ale_py)
-    env = VecFrameStack(make_atari_env(env_id, n_envs=8, seed=seed), n_stack=4)
+    env = make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={"frameskip": 1})
+    return VecFrameStack(env, n_stack=4)
+
+
+def emulated_work(vec_env, agent_steps: int, seed: int = 0) -> dict:
+    """Emulator frames per agent step and sticky-action probability, read from the games' own
+    ALE (frame counters over ``agent_steps`` random steps of every game, resets included): the
+    benchmark compares SB3 and xdrl only where both emulate the same frames."""
+    ales = [game.unwrapped.ale for game in vec_env.unwrapped.envs]
+    vec_env.action_space.seed(seed)
+    vec_env.reset()
+    before = sum(ale.getFrameNumber() for ale in ales)
+    for _ in range(agent_steps):
+        vec_env.step(np.array([vec_env.action_space.sample() for _ in ales]))
+    frames = sum(ale.getFrameNumber() for ale in ales) - before
+    return {
+        "frames_per_agent_step": frames / (agent_steps * len(ales)),
+        "repeat_action_probability": sorted(
+            {ale.getFloat("repeat_action_probability") for ale in ales}
+        ),
+    }
+
+
+def atari_ppo(seed: int, env_id: str) -> PPO:
+    """RL-Zoo's ``atari`` PPO: :func:`atari_env`, 8 envs x 128 steps, 4 epochs of 256,
+    lr 2.5e-4 and clip 0.1 linear, entropy 0.01, value 0.5 (CnnPolicy: Nature CNN)."""
+    env = atari_env(seed, env_id)
     return PPO(
         "CnnPolicy",
         env,
@@ -316,6 +355,8 @@ def main() -> None:
             time_to_475_s=timer.hit["train_time_s"] if timer.hit else None,
             frames_to_475=timer.hit["frames"] if timer.hit else None,
         )
+    elif args.mode == "atari-work":  # what one agent step emulates, before any timing
+        result.update(emulated_work(atari_env(args.seed, args.env_id), args.frames, args.seed))
     elif args.mode == "atari":  # agent steps; frames = 4 x agent steps (AtariWrapper's skip)
         model = atari_ppo(args.seed, args.env_id)
         t0 = time.perf_counter()

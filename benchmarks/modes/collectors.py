@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import contenders as c
+from benchmarks.modes import atari
 from benchmarks.report import check, fmt, row
 from benchmarks.runner import Options, Row, alternated, median
 
@@ -136,8 +137,9 @@ def _dqn(options: Options, seeds: list[int]) -> dict[str, Any]:
 
 def _atari(options: Options, seeds: list[int]) -> dict[str, Any]:
     steps = 2_048 if options.quick else 8_192  # agent steps: 2 or 8 batches of 8 envs x 128
-    common = ["experiment=atari_ppo", "env.id=ALE/Breakout-v5", f"total_frames={4 * steps}",
+    common = ["experiment=atari_ppo", f"env.id={atari.ENV_ID}", f"total_frames={4 * steps}",
               "num_threads=2", "eval=none", "logging=none"]  # fmt: skip
+    work = atari.checked_work(options)
     rows = []
     for seed in seeds:
         runs: dict[str, Callable[..., Any]] = {
@@ -149,7 +151,7 @@ def _atari(options: Options, seeds: list[int]) -> dict[str, Any]:
         fps = alternated(runs, seed, options.reps)
         rows.append({"seed": seed, **fps, "load_average": os.getloadavg()[0]})
         print(f"  collectors atari seed {seed}: {rows[-1]}", flush=True)
-    out: dict[str, Any] = {"atari_agent_steps": steps, "atari_runs": rows}
+    out: dict[str, Any] = {"atari_agent_steps": steps, "atari_runs": rows, "atari_work": work}
     for name in ("sb3", "w1", "w2"):
         out[f"atari_{name}_fps"] = median(r[name] for r in rows)
     out["atari_best_ratio"] = max(out["atari_w1_fps"], out["atari_w2_fps"]) / out["atari_sb3_fps"]

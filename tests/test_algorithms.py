@@ -27,6 +27,7 @@ CONTINUOUS_ENVS = {
     "lunarlander_continuous",
     "halfcheetah",
     "hopper",
+    "walker2d",
     "mo_mountaincarcontinuous",
     "mo_halfcheetah",
 }

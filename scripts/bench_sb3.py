@@ -414,12 +414,15 @@ def main() -> None:
         )
         if args.final_eval and env_id is not None:
             eval_env = make_vec_env(env_id, n_envs=1, seed=args.seed + 10_000)
-            mean, std = evaluate_policy(model, eval_env, args.final_eval, deterministic=True)
+            returns, lengths = evaluate_policy(
+                model, eval_env, args.final_eval, deterministic=True, return_episode_rewards=True
+            )
             eval_facts = env_facts(eval_env)
             result.update(
-                final_eval_mean=float(mean),
-                final_eval_std=float(std),
-                final_eval_episodes=args.final_eval,
+                final_eval_mean=float(np.mean(returns)),
+                final_eval_std=float(np.std(returns)),
+                final_eval_returns=[float(r) for r in returns],
+                final_eval_lengths=[int(n) for n in lengths],
                 eval_env_id=eval_facts["env_id"],
                 eval_max_episode_steps=eval_facts["max_episode_steps"],
             )

@@ -84,7 +84,7 @@ SB3_VENV ?= .venv-sb3
 bench-venv:
 	test -x $(SB3_VENV)/bin/python || $(PYTHON) -m venv $(SB3_VENV)
 	$(SB3_VENV)/bin/python -m pip install --quiet $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) \
-		stable-baselines3 sb3-contrib ale-py opencv-python-headless mujoco imageio packaging
+		stable-baselines3 sb3-contrib ale-py opencv-python-headless mujoco imageio box2d pygame packaging
 
 ## Every experiment preset for a few seeds against its mark: ARGS="cartpole_dqn --seeds 0".
 check-presets: install

@@ -7,6 +7,12 @@ batch 256, 20 epochs, GAE 0.98/0.8, lr and clip linear from 1e-3 / 0.2), SAC and
 (SB3's defaults, UTD 1), DQN CartPole-v1 (RL-Zoo's settings), PPO on Atari (``atari``:
 RL-Zoo's ``atari`` hyperparameters; needs ale-py and OpenCV) and sb3-contrib's RecurrentPPO on
 CartPole without velocity (``recurrent``: RL-Zoo's ``ppo_lstm`` CartPoleNoVel settings).
+
+``sac``, ``td3`` and ``dqn`` with ``--preset <name>`` run RL-Zoo's settings for that xdrl preset
+instead (``scripts/rl_zoo_settings.py``, which ``tests/test_rl_zoo_presets.py`` checks against
+``conf/experiment/<name>.yaml``), e.g. ``td3 --preset hopper_td3 --frames 100000 --final-eval 10``
+beside ``xdrl-train experiment=hopper_td3 total_frames=100000``; the JSON line then names the env
+id and time limit the SB3 model trained and was evaluated on, read from its envs.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import resource  # noqa: E402
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from rl_zoo_settings import SETTINGS  # noqa: E402  (scripts/, beside this file)
 from stable_baselines3 import DQN, PPO, SAC, TD3  # noqa: E402
 from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
@@ -244,17 +251,53 @@ def sac(
 
 def td3(seed: int, learning_starts: int) -> TD3:
     """SB3's TD3 defaults on Pendulum ([400, 300], batch 256, UTD 1, policy delay 2, target
-    noise 0.2 clipped at 0.5) with Gaussian exploration noise 0.1 of the action range, as xdrl."""
+    noise 0.2 clipped at 0.5) with Gaussian exploration noise 0.1 of the action half-range, as
+    xdrl (SB3 adds it to the action scaled to [-1, 1])."""
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=seed)
     return TD3(
         "MlpPolicy",
         env,
         learning_starts=learning_starts,
-        action_noise=NormalActionNoise(np.zeros(1), 0.1 * 2.0 * np.ones(1)),
+        action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)),
         seed=seed,
         device="cpu",
         verbose=0,
     )
+
+
+def rl_zoo(mode: str, preset: str, seed: int, learning_starts: int | None):
+    """SB3's ``mode`` model with RL-Zoo's settings for the xdrl ``preset``
+    (``rl_zoo_settings.SETTINGS``): one env of the preset's id, SB3's constructor arguments as
+    written there, RL-Zoo's normal action noise for TD3 (its std in SB3's [-1, 1] action
+    scale); ``learning_starts`` (not None) replaces RL-Zoo's."""
+    entry = SETTINGS[preset]
+    if entry["algo"] != mode:
+        raise SystemExit(f"bench_sb3: --preset {preset} is {entry['algo']}, not {mode}")
+    kwargs = dict(entry["kwargs"])
+    if learning_starts is not None:
+        kwargs["learning_starts"] = learning_starts
+    env = make_vec_env(entry["env_id"], n_envs=1, seed=seed)
+    if entry.get("noise_type") == "normal":
+        n = env.action_space.shape[0]
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(n), entry["noise_std"] * np.ones(n))
+    algo = {"sac": SAC, "td3": TD3, "dqn": DQN}[mode]
+    return algo("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+
+
+def time_limit(env: gym.Env) -> int | None:
+    """The step limit of the ``TimeLimit`` wrapper in ``env``'s chain (None: none)."""
+    while True:
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return int(env._max_episode_steps)
+        if not isinstance(env, gym.Wrapper):
+            return None
+        env = env.env
+
+
+def env_facts(vec_env) -> dict:
+    """The id and time limit of the first env of an SB3 ``DummyVecEnv``, read from the env."""
+    env = vec_env.envs[0]
+    return {"env_id": env.spec.id, "max_episode_steps": time_limit(env)}
 
 
 def dqn(seed: int) -> DQN:
@@ -320,9 +363,20 @@ def main() -> None:
     parser.add_argument("--sac-envs", type=int, default=1)
     parser.add_argument("--sac-env-id", default="Pendulum-v1", help="sac: the env")
     parser.add_argument(
-        "--final-eval", type=int, default=0, help="sac, recurrent: final deterministic episodes"
+        "--final-eval",
+        type=int,
+        default=0,
+        help="sac, td3, dqn, recurrent: final deterministic episodes",
     )
-    parser.add_argument("--learning-starts", type=int, default=1_000)
+    parser.add_argument(
+        "--learning-starts", type=int, default=None, help="default: 1,000 (--preset: RL-Zoo's)"
+    )
+    parser.add_argument(
+        "--preset",
+        choices=sorted(SETTINGS),
+        default=None,
+        help="sac, td3, dqn: RL-Zoo's settings for this xdrl preset (scripts/rl_zoo_settings.py)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     np.random.seed(args.seed)
@@ -370,9 +424,15 @@ def main() -> None:
         )
     elif args.mode == "eval":
         result.update(eval_time(args.seed, args.frames, args.episodes, args.weights_out))
-    else:  # off-policy throughput
-        if args.mode == "td3":
-            model = td3(args.seed, args.learning_starts)
+    else:  # off-policy: throughput, or a preset's RL-Zoo settings
+        starts = args.learning_starts if args.learning_starts is not None else 1_000
+        env_id = args.sac_env_id if args.mode == "sac" else None
+        if args.preset is not None:
+            model = rl_zoo(args.mode, args.preset, args.seed, args.learning_starts)
+            env_id = SETTINGS[args.preset]["env_id"]
+            result["preset"] = args.preset
+        elif args.mode == "td3":
+            model = td3(args.seed, starts)
         elif args.mode == "dqn":
             model = dqn(args.seed)
         else:  # sac: UTD 1, one gradient step per env step
@@ -381,9 +441,10 @@ def main() -> None:
                 args.sac_envs,
                 train_freq=1,
                 gradient_steps=args.sac_envs,
-                learning_starts=args.learning_starts,
+                learning_starts=starts,
                 env_id=args.sac_env_id,
             )
+        result.update(learning_starts=model.learning_starts, **env_facts(model.get_env()))
         t0 = time.perf_counter()
         model.learn(args.frames)
         elapsed = time.perf_counter() - t0
@@ -392,12 +453,20 @@ def main() -> None:
             train_time_s=elapsed,
             frames_per_second=model.num_timesteps / elapsed,
         )
-        if args.final_eval and args.mode == "sac":
-            from stable_baselines3.common.evaluation import evaluate_policy
-
-            eval_env = make_vec_env(args.sac_env_id, n_envs=1, seed=args.seed + 10_000)
-            mean, std = evaluate_policy(model, eval_env, args.final_eval, deterministic=True)
-            result.update(final_eval_mean=float(mean), final_eval_std=float(std))
+        if args.final_eval and env_id is not None:
+            eval_env = make_vec_env(env_id, n_envs=1, seed=args.seed + 10_000)
+            returns, lengths = evaluate_policy(
+                model, eval_env, args.final_eval, deterministic=True, return_episode_rewards=True
+            )
+            eval_facts = env_facts(eval_env)
+            result.update(
+                final_eval_mean=float(np.mean(returns)),
+                final_eval_std=float(np.std(returns)),
+                final_eval_returns=[float(r) for r in returns],
+                final_eval_lengths=[int(n) for n in lengths],
+                eval_env_id=eval_facts["env_id"],
+                eval_max_episode_steps=eval_facts["max_episode_steps"],
+            )
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 

@@ -57,6 +57,12 @@ def checks() -> list[Check]:
         Check("lunarlander_ppo", "lunarlander_ppo", [], 200.0),
         Check("cartpole_novel_lstm", "cartpole_novel_lstm", [], 475.0),
         Check("pendulum_novel_lstm", "pendulum_novel_lstm", [], -218.0),  # sb3-contrib's mean
+        Check("lunarlander_dqn", "lunarlander_dqn", [], 150.0),  # issue 48 (RL-Zoo 154 +- 79)
+        # 1M MuJoCo steps each (hours on a CPU): a little under the published returns
+        Check("hopper_sac", "hopper_sac", [], 2300.0),  # RL-Zoo 2,325, CleanRL 2,310
+        Check("walker2d_sac", "walker2d_sac", [], 3500.0),  # RL-Zoo 3,863, CleanRL 3,591
+        Check("hopper_td3", "hopper_td3", [], 3000.0),  # RL-Zoo 3,606, CleanRL 3,135
+        Check("halfcheetah_td3", "halfcheetah_td3", [], 9000.0),  # RL-Zoo 9,656, CleanRL 9,583
     ]
     for weights in ([0.5, 0.5], [0.3, 0.7]):
         text = "[" + ",".join(str(w) for w in weights) + "]"

@@ -93,6 +93,32 @@ GATED: dict[str, GatedPreset] = {
             note="warm-up cut from 10,048 to 512 frames: the preset's own warm-up is 10x the "
             "whole short budget, and the gate needs gradient steps",
         ),
+        *(
+            GatedPreset(
+                name,
+                ("total_frames=1024", "algorithm.build.init_random_frames=512", *_eval(512, 1)),
+                random_return,
+                mark,
+                requires="mujoco",
+                note="warm-up cut from 10,048 to 512 frames, as halfcheetah_sac's; mark: a "
+                "little under the published 1M-step returns in the preset's header",
+            )
+            for name, random_return, mark in (
+                ("hopper_sac", 18.0, 2300.0),
+                ("walker2d_sac", 2.0, 3500.0),
+                ("hopper_td3", 18.0, 3000.0),
+                ("halfcheetah_td3", -300.0, 9000.0),
+            )
+        ),
+        GatedPreset(
+            "lunarlander_dqn",
+            ("total_frames=2048", *_eval(1024, 2)),
+            -200.0,
+            150.0,
+            requires="Box2D",
+            note="2,048 of 100k frames: still exploring (epsilon anneals over 12k), 2,048 gradient "
+            "steps; mark: the issue's 150 (RL-Zoo 154 at 100k)",
+        ),
         GatedPreset(
             "hopper_ppo",
             ("total_frames=4096", *_eval(1024, 3)),

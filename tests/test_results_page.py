@@ -25,6 +25,19 @@ def test_the_page_table_is_the_one_the_committed_data_gives() -> None:
     )
 
 
+def test_readme_table_is_the_one_the_committed_data_gives() -> None:
+    committed = page.section_of(page.README.read_text())
+    generated = page.summary_table(data.load_all(), data.load_references())
+    assert committed == generated, (
+        "README's results table differs from benchmarks/results/*.json: run "
+        "`python -m benchmarks.results page` and commit the result"
+    )
+    for preset, by_contender in data.load_all().items():  # independent of summary_table's code
+        for result in by_contender.values():
+            finals = " / ".join(f"{v:,.1f}" for v in result.finals)
+            assert f"`{preset}`" in committed and finals in committed
+
+
 def test_every_preset_with_data_has_its_figure_drawn_from_that_data() -> None:
     results, refs = data.load_all(), data.load_references()
     for preset, by_contender in results.items():
@@ -148,9 +161,13 @@ def test_generate_rewrites_only_the_section_draws_figures_and_removes_stale_ones
     md.write_text(
         f"# Results\n\nintro\n\n{page.BEGIN}\nold table\n{page.END}\n\n## History\nkept\n"
     )
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# xdrl\n\n{page.BEGIN}\nold\n{page.END}\n\n## Next\n")
     figures.mkdir()
     (figures / "gone_preset.svg").write_text("<svg/>")
-    page.generate(folder, md, figures, refs)
+    page.generate(folder, md, figures, refs, readme=readme)
+    assert "| `hopper_ppo` | " in readme.read_text() and "| `hopper_ppo` (sb3) | " in readme.read_text()
+    assert readme.read_text().endswith(f"{page.END}\n\n## Next\n")
     text = md.read_text()
     assert text.startswith("# Results\n\nintro\n\n") and text.endswith("\n## History\nkept\n")
     loaded = data.load_all(folder)

@@ -128,7 +128,7 @@ def run(argv: list[str] | None = None) -> int:
               f"episodes at {s.frames:,} frames; wall time {wall} s")  # fmt: skip
     print(f"wrote {path}")
     if args.out.resolve() == data.DATA_DIR:
-        written = page.generate()
+        written = page.generate(readme=page.README)
         print("rewrote " + ", ".join(str(p.relative_to(runs.ROOT)) for p in written))
     return 0
 
@@ -220,13 +220,15 @@ def page_main(argv: list[str] | None = None) -> int:
     """``page``: rewrite the results table and figures from the committed data files."""
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.results page",
-        description="Rewrite docs/results.md's table and docs/results/*.svg from the data files.",
+        description="Rewrite docs/results.md's table, README's short one and docs/results/*.svg "
+        "from the data files.",
     )
     p.add_argument("--data", type=Path, default=data.DATA_DIR, help="folder of the data files")
     p.add_argument("--page", type=Path, default=page.PAGE, help="the Markdown page")
     p.add_argument("--figures", type=Path, default=page.FIGURES, help="folder of the figures")
+    p.add_argument("--readme", type=Path, default=page.README, help="README with the short table")
     args = p.parse_args(argv)
-    for path in page.generate(args.data, args.page, args.figures):
+    for path in page.generate(args.data, args.page, args.figures, readme=args.readme):
         print(f"wrote {path}")
     return 0
 

@@ -166,7 +166,10 @@ def test_generate_rewrites_only_the_section_draws_figures_and_removes_stale_ones
     figures.mkdir()
     (figures / "gone_preset.svg").write_text("<svg/>")
     page.generate(folder, md, figures, refs, readme=readme)
-    assert "| `hopper_ppo` | " in readme.read_text() and "| `hopper_ppo` (sb3) | " in readme.read_text()
+    assert (
+        "| `hopper_ppo` | " in readme.read_text()
+        and "| `hopper_ppo` (sb3) | " in readme.read_text()
+    )
     assert readme.read_text().endswith(f"{page.END}\n\n## Next\n")
     text = md.read_text()
     assert text.startswith("# Results\n\nintro\n\n") and text.endswith("\n## History\nkept\n")

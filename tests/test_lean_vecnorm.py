@@ -109,9 +109,11 @@ def test_same_batches_and_statistics_as_torchrl_collector(env_id: str, num_envs:
         assert any(not bool(b["next", "done"].all()) for b in theirs[0])
 
 
-def test_continues_a_checkpoint_of_torchrls_collector() -> None:
-    """A run collected by TorchRL's Collector (as normalized envs were before) and resumed on the
-    lean collector gives the batch TorchRL's would have given next, and the same statistics."""
+@pytest.mark.parametrize("writer", [Collector, VectorCollector], ids=["torchrl", "lean"])
+def test_continues_a_checkpoint_of_torchrls_collector(writer) -> None:
+    """A run collected by TorchRL's Collector (as normalized envs were before) or by the lean one,
+    resumed on the lean collector, gives the batch the writer would have given next, and the
+    same statistics."""
     budget = {"frames_per_batch": 48, "total_frames": 48 * 4}
 
     def fresh():
@@ -122,9 +124,12 @@ def test_continues_a_checkpoint_of_torchrls_collector() -> None:
         return env, build(env, frames_per_batch=48, minibatch_size=48).policy
 
     env, policy = fresh()
-    theirs = Collector(
-        env, policy, exploration_type=ExplorationType.RANDOM, track_traj_ids=False, **budget
-    )
+    if writer is Collector:
+        theirs = Collector(
+            env, policy, exploration_type=ExplorationType.RANDOM, track_traj_ids=False, **budget
+        )
+    else:
+        theirs = VectorCollector(env, policy, **budget)
     batches = iter(theirs)
     next(batches)
     saved_env = EnvState(env, theirs).state_dict()

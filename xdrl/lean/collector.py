@@ -526,7 +526,7 @@ def _frozen_norm(env: TransformedEnv) -> bool:
     """Whether ``env`` ends in a frozen ``VecNormV2`` (an evaluation env's, reading the
     training statistics), which :class:`VectorEnv`'s rollouts apply."""
     last = env.transform[-1] if len(env.transform) else None
-    return supported(last) and bool(last.frozen)
+    return last is not None and supported(last) and bool(last.frozen)
 
 
 def _then(callback: Any, step_check: Callable[[], None]) -> Callable[[Any, Any], None]:

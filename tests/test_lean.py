@@ -39,6 +39,7 @@ PARITY = {
     "td3_actor": ("test_collector.py", "test_same_batches_as_torchrl_collector"),
     "td3_loss": ("test_td3_loss.py", "test_same_values_and_gradients_as_td3_loss"),
     "trainer": ("test_trainer.py", "test_same_optimization_as_torchrl_trainer"),
+    "vecnorm": ("test_lean_vecnorm.py", "test_same_statistics_and_outputs_as_vecnormv2"),
 }
 # not a re-implementation: what the collector needs to know of a policy (an interface)
 NOT_LEAN = {"policy_types"}

@@ -106,10 +106,11 @@ SET_IN_SOURCE = [
     ("torchrl.trainers", "Trainer", "self._last_save", "xdrl/lean/trainer.py"),
     ("optuna.trial", "FrozenTrial", "self._trial_id", "xdrl_optuna/optuna_sweeper.py"),
     *(
-        ("torchrl.envs.transforms", "VecNormV2", f"self.{name}", "loading.py, worker_norm.py")
+        ("torchrl.envs.transforms", "VecNormV2", f"self.{name}", "loading.py, lean/vecnorm.py")
         for name in ("_loc", "_var")
     ),
-    ("torchrl.envs.transforms", "VecNormV2", "self._count", "xdrl/training/worker_norm.py"),
+    ("torchrl.envs.transforms", "VecNormV2", "self._count", "worker_norm.py, lean/vecnorm.py"),
+    ("torchrl.envs.transforms", "VecNormV2", "self._cast_int_to_float", "xdrl/lean/vecnorm.py"),
     *(
         ("gymnasium.utils", "EzPickle", f"self.{name}", "xdrl/training/env_state.py")
         for name in ("_ezpickle_args", "_ezpickle_kwargs")

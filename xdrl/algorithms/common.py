@@ -27,6 +27,7 @@ from xdrl.algorithms.distributions import ClippedModeNormal
 from xdrl.algorithms.encoders import FEATURES, Head, NatureCNN, observation_shape, resolve_encoder
 from xdrl.config.errors import ConfigError
 from xdrl.lean.categorical_actor import CategoricalActor, MultiCategoricalActor
+from xdrl.lean.normal_actor import NormalActor
 from xdrl.lean.tanh_normal_actor import TanhNormalActor
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
@@ -268,7 +269,7 @@ def normal_actor(env, net: nn.Module, log_std_init: float, device: str) -> Proba
     module = TensorDictModule(
         nn.Sequential(net, scale), in_keys=["observation"], out_keys=["loc", "scale"]
     )
-    return ProbabilisticActor(
+    return NormalActor(
         module,
         in_keys=["loc", "scale"],
         spec=env.full_action_spec_unbatched,

@@ -16,8 +16,10 @@ PPO, DQN, SAC and TD3 policies, with and without random warm-up frames). Other p
 Q-value actor) still run their TensorDict forward once per step, on one small TensorDict.
 
 It is used when :func:`fits` says so (a ``VectorGymEnv`` with exactly those transforms and a
-TensorDict policy); everything else (``SerialEnv``/``ParallelEnv`` batching, observation
-normalization, time-limit step counters) keeps TorchRL's ``Collector``.
+TensorDict policy, optionally ending in ``make_env``'s ``VecNormV2``, whose per-step work
+:class:`~xdrl.lean.vecnorm.ObservationNormStep` does with the same arithmetic); everything else
+(``SerialEnv``/``ParallelEnv`` batching, time-limit step counters, recurrent state primers) keeps
+TorchRL's ``Collector``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from torchrl.envs.utils import ExplorationType, exploration_type, set_exploratio
 from xdrl.envs.faults import check_batch
 from xdrl.envs.vector_env import VectorGymEnv
 from xdrl.lean.policy_types import TensorSampler
+from xdrl.lean.vecnorm import ObservationNormStep, supported
 
 _ROOT_KEYS = {
     "observation",
@@ -84,18 +87,31 @@ def check_policy_outputs(outputs: dict[str, torch.Tensor]) -> None:
             raise RuntimeError(f"the policy's {key!r} holds NaN: the networks diverged")
 
 
-def fits(env: Any, policy: Any, init_random_frames: int = 0) -> bool:
-    """Whether :class:`VectorCollector` reproduces TorchRL's ``Collector`` for this pair."""
+def fits(env: Any, policy: Any, init_random_frames: int = 0, *, normalize: bool = False) -> bool:
+    """Whether :class:`VectorCollector` reproduces TorchRL's ``Collector`` for this pair.
+
+    ``normalize``: also accept a last ``VecNormV2`` that :class:`ObservationNormStep` reproduces
+    (the in-process collector and frozen evaluation envs; worker collectors share the run's
+    statistics their own way, :mod:`xdrl.training.worker_norm`)."""
     if not isinstance(env, TransformedEnv) or not isinstance(env.base_env, VectorGymEnv):
         return False
     if not isinstance(policy, TensorDictModuleBase):
         return False
-    for transform in env.transform:
+    transforms = list(env.transform)
+    if normalize and transforms and supported(transforms[-1]):
+        transforms = transforms[:-1]
+    for transform in transforms:
         if not isinstance(transform, _FOLDED):
             return False
         if isinstance(transform, StepCounter) and transform.max_steps is not None:
             return False
     return True
+
+
+def _observation_norm(env: TransformedEnv) -> ObservationNormStep | None:
+    """The per-step work of ``env``'s last transform when it is a ``VecNormV2``, else None."""
+    last = env.transform[-1] if len(env.transform) else None
+    return ObservationNormStep(last) if supported(last) else None
 
 
 def _linear_weights(env: TransformedEnv) -> torch.Tensor | None:
@@ -124,6 +140,11 @@ class VectorCollector(BaseCollector):
         frame_skip: frames per agent step: ``init_random_frames`` counts frames, as the
             Trainer does (``frames_per_batch`` and ``total_frames`` count agent steps).
 
+    With a ``VecNormV2`` that learns (not frozen), the envs are reset here, as TorchRL's
+    ``Collector`` resets them when built: the reset updates the statistics, which an evaluation
+    before the first batch reads. Its statistics are saved under ``env_state_dict``, as
+    TorchRL's ``Collector`` saves them.
+
     Example:
         >>> collector = VectorCollector(env, actor, frames_per_batch=256, total_frames=10_240)
         >>> next(iter(collector)).batch_size
@@ -142,7 +163,7 @@ class VectorCollector(BaseCollector):
         frame_skip: int = 1,
     ) -> None:
         super().__init__()
-        if not fits(env, policy, init_random_frames):
+        if not fits(env, policy, init_random_frames, normalize=True):
             raise ValueError("VectorCollector needs a VectorGymEnv env and a CategoricalActor")
         num_envs = int(env.batch_size[0])
         if frames_per_batch % num_envs:
@@ -162,6 +183,9 @@ class VectorCollector(BaseCollector):
         self._state: dict[str, np.ndarray] | None = None
         self._zeros: dict[str, torch.Tensor] | None = None
         self._action_leaf = _random_action_leaf(env)
+        self._norm = _observation_norm(env)
+        if self._norm is not None and not self._norm.norm.frozen:
+            self._state = self._start()
 
     # Episode bookkeeping (what StepCounter, RewardSum and InitTracker keep)
     def _start(self) -> dict[str, np.ndarray]:
@@ -248,6 +272,8 @@ class VectorCollector(BaseCollector):
             outputs.append(out)
             active = np.flatnonzero(finished < 0).tolist() if until_all_done else None
             ob, rew, term, trunc = base.step_numpy(out["action"].cpu().numpy(), active, check=False)
+            if self._norm is not None:
+                ob = self._normalize(ob, obs.dtype)
             next_obs[:, t] = ob
             raw_reward[:, t] = rew.reshape(n, -1)
             terminated[:, t] = term
@@ -272,7 +298,10 @@ class VectorCollector(BaseCollector):
                 if step_check is not None and t < steps - 1:
                     step_check()
             elif len(done):
-                current[done] = base.reset_numpy(done.tolist())[done]
+                reset = base.reset_numpy(done.tolist())
+                if self._norm is not None:  # VecNormV2 updates with the whole reset batch
+                    reset = self._normalize(reset, obs.dtype)
+                current[done] = reset[done]
                 state["episode_reward"][done] = 0.0
                 state["step_count"][done] = 0
         state["observation"] = current
@@ -283,6 +312,12 @@ class VectorCollector(BaseCollector):
         check_policy_outputs(policy_out)
         arrays = [array[:, :length] for array in rows]
         return self._batch(arrays, policy_out, cpu_device=bool(until_all_done))
+
+    def _normalize(self, observation: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """``observation`` cast to ``dtype`` (as the env's casts do), then through the
+        ``VecNormV2``'s update and normalization (:class:`ObservationNormStep`)."""
+        assert self._norm is not None
+        return self._norm(torch.from_numpy(observation.astype(dtype))).numpy()
 
     def _act(self, observation: torch.Tensor, state: dict[str, np.ndarray]) -> dict[str, Any]:
         """The policy's outputs for one step (``action`` and whatever else it writes); random
@@ -396,11 +431,19 @@ class VectorCollector(BaseCollector):
         return self.env.set_seed(seed, static_seed=static_seed)
 
     def state_dict(self) -> OrderedDict:
-        """Frames and iterations collected (the env keeps no learned state here)."""
-        return OrderedDict(frames=self._frames, iter=self._iter)
+        """Frames and iterations collected, and with observation normalization the env's
+        transform state (its ``VecNormV2`` statistics) under ``env_state_dict``, where TorchRL's
+        ``Collector`` saves it (``xdrl.load_policy`` reads it there)."""
+        state = OrderedDict(frames=self._frames, iter=self._iter)
+        if self._norm is not None:
+            state["env_state_dict"] = self.env.state_dict()
+        return state
 
     def load_state_dict(self, state_dict: OrderedDict) -> None:
-        """Restore the counters of :meth:`state_dict`."""
+        """Restore :meth:`state_dict` (or a TorchRL ``Collector``'s: its ``policy_state_dict``
+        is the policy's own checkpoint, loaded there)."""
+        if self._norm is not None and "env_state_dict" in state_dict:
+            self.env.load_state_dict(state_dict["env_state_dict"])
         self._frames = int(state_dict["frames"])
         self._iter = int(state_dict["iter"])
 
@@ -411,8 +454,16 @@ class VectorCollector(BaseCollector):
             return None
         return {key: value.copy() for key, value in self._state.items()}
 
-    def load_episode_state(self, state: dict[str, np.ndarray] | None) -> None:
-        """Continue the episodes of :meth:`episode_state` (None: start from a reset)."""
+    def load_episode_state(self, state: dict[str, np.ndarray] | TensorDictBase | None) -> None:
+        """Continue the episodes of :meth:`episode_state` (None: start from a reset), or of a
+        TorchRL ``Collector``'s carrier (a checkpoint of a run whose env was collected by it,
+        as normalized envs were before this collector took them)."""
+        if isinstance(state, TensorDictBase):
+            state = {
+                "observation": state["observation"].cpu().numpy(),
+                "step_count": state["step_count"].cpu().numpy().reshape(-1),
+                "episode_reward": state["episode_reward"].cpu().numpy(),
+            }
         self._state = None if state is None else {k: v.copy() for k, v in state.items()}
 
     def shutdown(
@@ -430,9 +481,9 @@ class VectorEnv(TransformedEnv):
     Why: a 20-episode CartPole evaluation (20 sub-envs, up to 500 steps) through
     ``EnvBase.rollout`` spent ~1 ms per batched step in step/transform/``step_mdp`` plumbing.
     :meth:`rollout` called as xdrl's evaluation hook calls it (``auto_reset=False``,
-    ``break_when_all_done=True``, a given ``tensordict``, no callback) runs
-    :class:`VectorCollector`'s NumPy loop instead, with the same keys, shapes and values
-    (tested); any other call is ``TransformedEnv.rollout``. ``step_check`` (either path) runs
+    ``break_when_all_done=True``, a given ``tensordict``, no callback; a ``VecNormV2`` only when
+    frozen) runs :class:`VectorCollector`'s NumPy loop instead, with the same keys, shapes and
+    values (tested); any other call is ``TransformedEnv.rollout``. ``step_check`` (either path) runs
     between steps and may raise to stop the rollout (an evaluation asked to stop).
 
     Example:
@@ -459,7 +510,7 @@ class VectorEnv(TransformedEnv):
             and kwargs.get("auto_reset") is False
             and kwargs.get("break_when_all_done")
             and not kwargs.get("break_when_any_done")
-            and fits(self, policy)
+            and fits(self, policy, normalize=_frozen_norm(self))
         ):
             collector = VectorCollector(
                 self, policy, frames_per_batch=self.batch_size[0], total_frames=0,
@@ -469,6 +520,13 @@ class VectorEnv(TransformedEnv):
         if step_check is not None:
             callback = _then(callback, step_check)
         return super().rollout(max_steps, policy, callback, **kwargs)
+
+
+def _frozen_norm(env: TransformedEnv) -> bool:
+    """Whether ``env`` ends in a frozen ``VecNormV2`` (an evaluation env's, reading the
+    training statistics), which :class:`VectorEnv`'s rollouts apply."""
+    last = env.transform[-1] if len(env.transform) else None
+    return last is not None and supported(last) and bool(last.frozen)
 
 
 def _then(callback: Any, step_check: Callable[[], None]) -> Callable[[Any, Any], None]:

@@ -225,7 +225,7 @@ def build_collector(
     """xdrl's :class:`~xdrl.lean.collector.VectorCollector` where it fits (same batches, ~8x less
     time per batch) and ``lean``, else TorchRL's ``Collector`` (``total_frames`` in frames,
     whole batches)."""
-    if lean and fits(env, parts.policy, parts.init_random_frames):
+    if lean and fits(env, parts.policy, parts.init_random_frames, normalize=True):
         return VectorCollector(
             env,
             parts.policy,

@@ -218,7 +218,12 @@ def _wait_for_job(job: str) -> None:
     deadline = time.monotonic() + 900
     while True:
         states = _sacct_states(job)
-        if states and states[0].split("|")[1] not in ("PENDING", "RUNNING", "REQUEUED", "SUSPENDED"):
+        if states and states[0].split("|")[1] not in (
+            "PENDING",
+            "RUNNING",
+            "REQUEUED",
+            "SUSPENDED",
+        ):
             return
         assert time.monotonic() < deadline, f"job {job} not ended after 15 min: {states}"
         time.sleep(1)

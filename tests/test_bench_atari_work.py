@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "scripts" / "bench_sb3.py"
 
 
-def _sb3_driver() -> ModuleType:
+def _sb3_driver(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     pytest.importorskip("stable_baselines3")
+    monkeypatch.syspath_prepend(str(DRIVER.parent))  # its sibling rl_zoo_settings.py
     spec = importlib.util.spec_from_file_location("bench_sb3", DRIVER)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -35,10 +36,12 @@ def test_xdrl_atari_ppo_emulates_four_frames_per_agent_step_with_sticky_actions(
     assert work["repeat_action_probability"] == [0.25]
 
 
-def test_sb3_side_emulates_what_xdrl_does_and_the_old_construction_did_four_times_more() -> None:
+def test_sb3_side_emulates_what_xdrl_does_and_the_old_construction_did_four_times_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``atari_env`` turns the ALE's own skip off; ``make_atari_env`` on the ``-v5`` id as the
     harness called it before skipped 4 x 4 frames per agent step."""
-    driver = _sb3_driver()
+    driver = _sb3_driver(monkeypatch)
     from stable_baselines3.common.env_util import make_atari_env
 
     ours = driver.emulated_work(driver.atari_env(0, "ALE/Breakout-v5"), atari.PROBE_STEPS)

@@ -128,7 +128,8 @@ def table(results: dict[str, dict[str, Result]], refs: dict[str, list[Reference]
 
 def summary_table(results: dict[str, dict[str, Result]], refs: dict[str, list[Reference]]) -> str:
     """README's short form of :func:`table`: per data file the seeds' finals, their IQM and
-    interval, and the named reference (details and figures on the results page)."""
+    interval, and the named reference without its commit-pinned link (details, links and figures
+    on the results page)."""
     if not results:
         return "No result has been recorded yet.\n"
     lines = [
@@ -138,7 +139,9 @@ def summary_table(results: dict[str, dict[str, Result]], refs: dict[str, list[Re
     for preset, by_contender in results.items():
         for i, (contender, r) in enumerate(by_contender.items()):
             name = f"`{preset}`" + ("" if contender == "xdrl" else f" ({contender})")
-            reference = _reference_cell(refs.get(preset, [])) if i == 0 else "as above"
+            # README names no commit: the references' pinned links stay on the results page
+            reference = "; ".join(ref.label() for ref in refs.get(preset, [])) or "none recorded"
+            reference = reference if i == 0 else "as above"
             finals = " / ".join(_num(v) for v in r.finals)
             lines.append(
                 f"| {name} | {_frames_cell(r)} | {finals} | {_interval(r)} | {reference} |"

@@ -31,7 +31,7 @@ from torch import nn
 from torchrl.modules import IndependentNormal, ProbabilisticActor
 
 from xdrl.lean.mlp_forward import MLPForward
-from xdrl.lean.policy_types import TensorSampler
+from xdrl.lean.policy_types import TensorSampler, loc_scale_parts
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
@@ -57,22 +57,16 @@ class NormalHead:
     @classmethod
     def of(cls, actor: nn.Module) -> NormalHead | None:
         """The head of an actor built like xdrl's ``normal_actor``, or None."""
-        if not isinstance(actor, ProbabilisticActor) or len(actor.module) != 2:
+        parts = loc_scale_parts(actor)
+        if parts is None:
             return None
-        head, dist = actor.module
-        if not isinstance(head, TensorDictModule) or list(head.in_keys) != ["observation"]:
-            return None
-        net = head.module
+        net, dist = parts
         if (
-            list(head.out_keys) != ["loc", "scale"]
-            or not isinstance(net, nn.Sequential)
-            or len(net) != 2
-            or not isinstance(net[1], AddStateIndependentNormalScale)
+            not isinstance(net[1], AddStateIndependentNormalScale)
             or net[1].scale_mapping != "exp"
             or not isinstance(dist.distribution_class, type)
             or not issubclass(dist.distribution_class, IndependentNormal)
             or dist.distribution_kwargs.get("tanh_loc", False)
-            or list(actor.in_keys) != ["observation"]
         ):
             return None
         return cls(net[0], net[1])

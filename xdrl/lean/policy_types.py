@@ -5,6 +5,8 @@ other.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 
@@ -25,3 +27,28 @@ class TensorSampler:
         exploration; None where this policy has no tensor path for that mode (the collector then
         runs the TensorDict forward)."""
         raise NotImplementedError
+
+
+def loc_scale_parts(actor: Any) -> tuple[Any, Any] | None:
+    """``(net, dist)`` of a ``ProbabilisticActor`` built as xdrl's Gaussian-family actors are:
+    one ``TensorDictModule`` from ``observation`` to ``(loc, scale)`` whose module is an
+    ``nn.Sequential`` of an MLP and a scale layer, then the distribution module; else None.
+    The lean heads check the scale layer and the distribution class themselves. TensorDict and
+    TorchRL are imported on call, so this module stays a torch-only leaf at import."""
+    from tensordict.nn import TensorDictModule
+    from torch import nn
+    from torchrl.modules import ProbabilisticActor
+
+    if not isinstance(actor, ProbabilisticActor) or len(actor.module) != 2:
+        return None
+    head, dist = actor.module
+    if (
+        not isinstance(head, TensorDictModule)
+        or list(head.in_keys) != ["observation"]
+        or list(head.out_keys) != ["loc", "scale"]
+        or not isinstance(head.module, nn.Sequential)
+        or len(head.module) != 2
+        or list(actor.in_keys) != ["observation"]
+    ):
+        return None
+    return head.module, dist

@@ -23,7 +23,7 @@ from torch import nn
 from torchrl.modules import ProbabilisticActor, TanhNormal
 
 from xdrl.lean.ensemble import Layers, mlp_forward, mlp_layout
-from xdrl.lean.policy_types import TensorSampler
+from xdrl.lean.policy_types import TensorSampler, loc_scale_parts
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 _LOG_2 = math.log(2.0)
@@ -85,21 +85,15 @@ class TanhNormalHead:
     @classmethod
     def of(cls, actor: nn.Module) -> TanhNormalHead | None:
         """The head of an actor built like xdrl's ``stochastic_actor``, or None."""
-        if not isinstance(actor, ProbabilisticActor) or len(actor.module) != 2:
+        parts = loc_scale_parts(actor)
+        if parts is None:
             return None
-        head, dist = actor.module
-        if not isinstance(head, TensorDictModule) or list(head.in_keys) != ["observation"]:
-            return None
-        net = head.module
+        net, dist = parts
         if (
-            list(head.out_keys) != ["loc", "scale"]
-            or not isinstance(net, nn.Sequential)
-            or len(net) != 2
-            or not isinstance(net[1], NormalParamExtractor)
+            not isinstance(net[1], NormalParamExtractor)
             or mlp_layout(net[0]) is None
             or dist.distribution_class is not TanhNormal
             or set(dist.distribution_kwargs) != {"low", "high"}
-            or list(actor.in_keys) != ["observation"]
         ):
             return None
         kwargs = dist.distribution_kwargs
